@@ -1,0 +1,48 @@
+"""Everything the model knows about one region, in one immutable bundle.
+
+``analyze(scop)`` runs the model's analyses once, in dependency order
+(dependences -> reductions -> loop parallelism -> reuse); later stages and the
+``analyze`` report read the result instead of recomputing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from polygpu.model.dependences import Dependences, compute_dependences
+from polygpu.model.parallelism import (
+    LoopParallelism,
+    Reduction,
+    find_reductions,
+    loop_parallelism,
+)
+from polygpu.model.reuse import ReuseInfo, analyze_reuse
+from polygpu.model.scop import Scop
+
+
+@dataclass(frozen=True)
+class Analysis:
+    scop: Scop
+    dependences: Dependences
+    reductions: tuple[Reduction, ...]
+    loops: tuple[LoopParallelism, ...]
+    reuse: tuple[ReuseInfo, ...]
+
+    def reuse_of(self, statement: str, ref: int) -> ReuseInfo:
+        for r in self.reuse:
+            if r.statement == statement and r.ref == ref:
+                return r
+        raise KeyError((statement, ref))
+
+
+def analyze(scop: Scop) -> Analysis:
+    deps = compute_dependences(scop)
+    reductions = find_reductions(scop)
+    loops = loop_parallelism(scop, deps, reductions)
+    return Analysis(
+        scop=scop,
+        dependences=deps,
+        reductions=reductions,
+        loops=loops,
+        reuse=analyze_reuse(scop, loops),
+    )

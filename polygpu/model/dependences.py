@@ -1,0 +1,116 @@
+"""Exact dependences between statement instances, computed by isl's dataflow analysis.
+
+Three kinds, each between *consecutive* accesses to one memory location, which is
+exactly what legality needs (every other ordering follows by transitivity):
+
+* **flow** (read after write): from the write that produced the value a read sees --
+  the last write to that element before the read (isl ``compute_flow``, value-based);
+* **anti** (write after read): from a read to the first write after it that
+  overwrites the element (``compute_flow`` on the reversed schedule, reversed back);
+* **output** (write after write): from a write to the next write of the same element.
+
+Within one statement instance the reads happen before the write, so an instance
+never depends on itself.  Arrays are analysed one at a time (distinct arrays never
+alias -- the input language guarantees it), which also tells which array carries
+each dependence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polygpu.model.scop import Scop
+
+KINDS = ("flow", "anti", "output")
+
+
+@dataclass(frozen=True)
+class Dependence:
+    """Instances of ``sink`` that must run after instances of ``source``:
+    ``relation`` is ``{ source[..] -> sink[..] }``."""
+
+    kind: str  # 'flow' | 'anti' | 'output'
+    array: str
+    source: str
+    sink: str
+    relation: isl.Map
+
+
+@dataclass(frozen=True)
+class Dependences:
+    items: tuple[Dependence, ...]
+    space: isl.Space  # parameter space, for empty unions
+
+    def union(self, kinds: tuple[str, ...] = KINDS) -> isl.UnionMap:
+        """All dependences of the given kinds as one union map."""
+        result = isl.UnionMap.empty(self.space)
+        for d in self.items:
+            if d.kind in kinds:
+                result = result.union(isl.UnionMap.from_map(d.relation))
+        return result
+
+    def of_kind(self, kind: str) -> tuple[Dependence, ...]:
+        return tuple(d for d in self.items if d.kind == kind)
+
+
+def maps_of(umap: isl.UnionMap) -> list[isl.Map]:
+    """The maps of a union map, one per (domain, range) space pair."""
+    ml = umap.get_map_list()
+    return [ml.get_at(k) for k in range(ml.n_map())]
+
+
+def _reverse_time(schedule: isl.UnionMap) -> isl.UnionMap:
+    """The schedule with time running backwards (every schedule dimension negated)."""
+    maps = maps_of(schedule)
+    if not maps:
+        return schedule
+    width = maps[0].dim(isl.dim_type.out)
+    names = [f"t{k}" for k in range(width)]
+    neg = isl.Map(
+        "{ [%s] -> [%s] }" % (", ".join(names), ", ".join(f"-{n}" for n in names))
+    )
+    return schedule.apply_range(isl.UnionMap.from_map(neg))
+
+
+def _last_source(sinks, sources, schedule) -> isl.UnionMap:
+    """For each sink instance, the last source instance before it touching the same element."""
+    info = isl.UnionAccessInfo.from_sink(sinks).set_must_source(sources)
+    return info.set_schedule_map(schedule).compute_flow().get_must_dependence()
+
+
+def _split(kind: str, array: str, umap: isl.UnionMap) -> list[Dependence]:
+    out = []
+    for m in maps_of(umap.coalesce()):
+        if m.is_empty():
+            continue
+        out.append(
+            Dependence(
+                kind=kind,
+                array=array,
+                source=m.get_tuple_name(isl.dim_type.in_),
+                sink=m.get_tuple_name(isl.dim_type.out),
+                relation=m.coalesce(),
+            )
+        )
+    return out
+
+
+def compute_dependences(scop: Scop) -> Dependences:
+    """Flow, anti and output dependences of ``scop``, per array and statement pair."""
+    schedule = scop.schedule
+    backwards = _reverse_time(schedule)
+    items: list[Dependence] = []
+    for array in scop.arrays:
+        reads = scop.access_map("read", array.name)
+        writes = scop.access_map("write", array.name)
+        if writes.is_empty():
+            continue  # read-only: no dependence at all
+        items += _split("flow", array.name, _last_source(reads, writes, schedule))
+        # anti: in reversed time the "last" write before a read is the first one after it
+        items += _split("anti", array.name, _last_source(reads, writes, backwards).reverse())
+        items += _split("output", array.name, _last_source(writes, writes, schedule))
+    order = {name: k for k, name in enumerate(s.name for s in scop.statements)}
+    items.sort(key=lambda d: (KINDS.index(d.kind), order[d.source], order[d.sink], d.array))
+    return Dependences(items=tuple(items), space=scop.context.get_space())

@@ -1,0 +1,169 @@
+"""The polyhedral model of one affine region (a *SCoP*, static control part).
+
+Every later stage reads these objects and none mutates them: they are frozen
+dataclasses holding isl sets and maps (which islpy treats as values -- every
+isl operation returns a new object).  Names follow isl: a statement ``S0`` has
+the domain ``[n] -> { S0[i, j] : ... }``, an array ``a`` is the tuple ``a[..]``
+of access ranges, parameters are the integer scalars of the function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import islpy as isl
+
+from polygpu.errors import SourceLoc
+from polygpu.frontend import ir
+
+
+@dataclass(frozen=True)
+class Array:
+    """An array of the region (a function argument, or a scalar temporary as a 0-d array).
+
+    ``extent`` is the set of valid indices ``[n] -> { a[i, j] : 0 <= i < n ... }``;
+    the layout is row-major, ``shape`` the extents outermost first.
+    """
+
+    name: str
+    dtype: str  # key of ir.DTYPES
+    shape: tuple[isl.PwAff, ...]
+    shape_text: tuple[str, ...]  # the extents as the source wrote them
+    extent: isl.Set
+    kind: str  # 'argument' | 'temporary'
+    loc: SourceLoc
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def element_size(self) -> int:
+        return ir.DTYPES[self.dtype][1]
+
+
+@dataclass(frozen=True)
+class Access:
+    """One array reference of a statement.
+
+    ``relation`` maps the statement's instances to the elements they touch,
+    restricted to the statement's domain (``{ S0[i, j] -> a[i, j] : ... }``).
+    ``ref`` numbers the statement's references in evaluation order (reads of the
+    right-hand side, then the implicit read of ``x op= ...``, then the write).
+    """
+
+    statement: str
+    ref: int
+    array: str
+    kind: str  # 'read' | 'write'
+    relation: isl.Map
+    subscripts: tuple[ir.IntExpr, ...]
+    loc: SourceLoc
+
+    @property
+    def text(self) -> str:
+        """The reference as written, e.g. ``a[i][j]``."""
+        return self.array + "".join(f"[{s}]" for s in self.subscripts)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement: its instances (``domain``), when they run in the original
+    program (``schedule``, 2d+1 form) and what they compute (``body``)."""
+
+    name: str
+    iterators: tuple[str, ...]
+    domain: isl.Set
+    schedule: isl.Map
+    body: ir.Assign
+    accesses: tuple[Access, ...]
+    loops: tuple[int, ...]  # ids of the enclosing loops, outermost first (see Scop.loops)
+    loc: SourceLoc
+
+    @property
+    def reads(self) -> tuple[Access, ...]:
+        return tuple(a for a in self.accesses if a.kind == "read")
+
+    @property
+    def writes(self) -> tuple[Access, ...]:
+        return tuple(a for a in self.accesses if a.kind == "write")
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A loop of the source, for reports: its iterator, depth and the statements
+    it encloses.  ``id`` is its index in Scop.loops (textual order)."""
+
+    id: int
+    iterator: str
+    depth: int
+    statements: tuple[str, ...]
+    loc: SourceLoc
+
+
+@dataclass(frozen=True)
+class Scop:
+    """The whole model of one function's affine region."""
+
+    function: str
+    file: str
+    language: str  # 'c' | 'python'
+    parameters: tuple[str, ...]  # isl parameters: the integer scalar arguments
+    scalars: tuple[ir.ScalarDecl, ...]  # all scalar arguments (integer and float), in order
+    signature: tuple[str, ...]
+    context: isl.Set  # constraints on the parameters (every array extent >= 1)
+    arrays: tuple[Array, ...]
+    statements: tuple[Statement, ...]
+    loops: tuple[Loop, ...]
+    loc: SourceLoc
+
+    def statement(self, name: str) -> Statement:
+        for s in self.statements:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def array(self, name: str) -> Array:
+        for a in self.arrays:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    @property
+    def accesses(self) -> tuple[Access, ...]:
+        return tuple(a for s in self.statements for a in s.accesses)
+
+    @cached_property
+    def domain(self) -> isl.UnionSet:
+        return _union_set([s.domain for s in self.statements], self.context)
+
+    @cached_property
+    def schedule(self) -> isl.UnionMap:
+        return _union_map([s.schedule for s in self.statements], self.context)
+
+    def access_map(self, kind: str, array: str | None = None) -> isl.UnionMap:
+        """Union of the ``kind`` ('read'/'write') relations, optionally of one array."""
+        maps = [
+            a.relation
+            for a in self.accesses
+            if a.kind == kind and (array is None or a.array == array)
+        ]
+        return _union_map(maps, self.context)
+
+    def written_arrays(self) -> frozenset[str]:
+        return frozenset(a.array for a in self.accesses if a.kind == "write")
+
+
+def _union_set(sets: list[isl.Set], context: isl.Set) -> isl.UnionSet:
+    result = isl.UnionSet.empty(context.get_space())
+    for s in sets:
+        result = result.union(isl.UnionSet.from_set(s))
+    return result
+
+
+def _union_map(maps: list[isl.Map], context: isl.Set) -> isl.UnionMap:
+    result = isl.UnionMap.empty(context.get_space())
+    for m in maps:
+        result = result.union(isl.UnionMap.from_map(m))
+    return result
