@@ -20,7 +20,6 @@ Two expression families:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from polygpu.errors import SourceLoc
 
@@ -206,17 +205,20 @@ class IntValue(Expr):
         return str(self.expr)
 
 
-VALUE_BINOPS = ("+", "-", "*", "/", "%", "floordiv")
+# '/' and '%' have C meaning (true division on floats, truncation on ints; '%' the
+# remainder with the dividend's sign); 'floordiv' and 'mod' are Python's ``//`` and ``%``.
+VALUE_BINOPS = ("+", "-", "*", "/", "%", "floordiv", "mod")
+_VALUE_OP_TEXT = {"floordiv": "//", "mod": "%"}
 
 
 @dataclass(frozen=True)
 class BinOp(Expr):
-    op: str  # one of VALUE_BINOPS ('/' is true division for floats, C division for ints)
+    op: str  # one of VALUE_BINOPS
     lhs: Expr
     rhs: Expr
 
     def __str__(self) -> str:
-        return f"({self.lhs} {'//' if self.op == 'floordiv' else self.op} {self.rhs})"
+        return f"({self.lhs} {_VALUE_OP_TEXT.get(self.op, self.op)} {self.rhs})"
 
 
 @dataclass(frozen=True)
@@ -333,7 +335,7 @@ class If:
     loc: SourceLoc
 
 
-Node = Union[Assign, For, If]
+Node = Assign | For | If
 
 
 # --------------------------------------------------------------------------

@@ -68,9 +68,8 @@ def _reverse_time(schedule: isl.UnionMap) -> isl.UnionMap:
         return schedule
     width = maps[0].dim(isl.dim_type.out)
     names = [f"t{k}" for k in range(width)]
-    neg = isl.Map(
-        "{ [%s] -> [%s] }" % (", ".join(names), ", ".join(f"-{n}" for n in names))
-    )
+    negated = ", ".join(f"-{n}" for n in names)
+    neg = isl.Map(f"{{ [{', '.join(names)}] -> [{negated}] }}")
     return schedule.apply_range(isl.UnionMap.from_map(neg))
 
 

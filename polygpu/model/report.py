@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from polygpu.model.analysis import Analysis
 
@@ -103,12 +105,18 @@ def _loop_status(lp) -> str:
     return f"[red]sequential[/] (carries {', '.join(lp.carried)})"
 
 
+def _plain(*cells) -> list[Text]:
+    """Table cells shown verbatim: isl sets and subscripts are full of [brackets]
+    that rich would otherwise take for markup."""
+    return [Text(str(c)) for c in cells]
+
+
 def render(an: Analysis, console: Console) -> None:
     scop = an.scop
     params = ", ".join(scop.parameters) or "none"
     console.print(
-        f"[bold]{scop.function}[/] ({scop.file}:{scop.loc.line}, {scop.language})  "
-        f"parameters: {params}  context: {scop.context}"
+        f"[bold]{escape(scop.function)}[/] ({escape(scop.file)}:{scop.loc.line}, "
+        f"{scop.language})  parameters: {escape(params)}  context: {escape(str(scop.context))}"
     )
 
     arrays = Table(title="Arrays", title_justify="left")
@@ -117,15 +125,15 @@ def render(an: Analysis, console: Console) -> None:
     written = scop.written_arrays()
     for a in scop.arrays:
         kind = a.kind + ("" if a.name in written else ", read-only")
-        arrays.add_row(a.name, a.dtype, "[" + "][".join(a.shape_text) + "]" if a.shape_text
-                       else "scalar", kind, str(a.loc.line))
+        shape = "[" + "][".join(a.shape_text) + "]" if a.shape_text else "scalar"
+        arrays.add_row(*_plain(a.name, a.dtype, shape, kind, a.loc.line))
     console.print(arrays)
 
     stmts = Table(title="Statements", title_justify="left")
     for col in ("stmt", "line", "body", "domain"):
         stmts.add_column(col, overflow="fold")
     for s in scop.statements:
-        stmts.add_row(s.name, str(s.loc.line), str(s.body), str(s.domain))
+        stmts.add_row(*_plain(s.name, s.loc.line, s.body, s.domain.gist_params(scop.context)))
     console.print(stmts)
 
     acc = Table(title="Accesses and reuse (paper §4.1)", title_justify="left")
@@ -134,15 +142,15 @@ def render(an: Analysis, console: Console) -> None:
         acc.add_column(col)
     for r, a in zip(an.reuse, scop.accesses, strict=True):
         rank = "?" if r.rank is None else str(r.rank)
-        acc.add_row(r.statement, str(a.loc.line), r.text, r.kind, f"{rank}/{r.dimensions}",
-                    ", ".join(r.redundant_loops) or "-", r.reuse, r.candidate)
+        acc.add_row(*_plain(r.statement, a.loc.line, r.text, r.kind, f"{rank}/{r.dimensions}",
+                            ", ".join(r.redundant_loops) or "-", r.reuse, r.candidate))
     console.print(acc)
 
     deps = Table(title="Dependences (exact, isl dataflow)", title_justify="left")
     for col in ("kind", "array", "source -> sink", "relation"):
         deps.add_column(col, overflow="fold")
     for d in an.dependences.items:
-        deps.add_row(d.kind, d.array, f"{d.source} -> {d.sink}", str(d.relation))
+        deps.add_row(*_plain(d.kind, d.array, f"{d.source} -> {d.sink}", d.relation))
     if not an.dependences.items:
         deps.add_row("-", "-", "-", "no dependences")
     console.print(deps)
@@ -152,11 +160,12 @@ def render(an: Analysis, console: Console) -> None:
         loops.add_column(col)
     status = {lp.loop: lp for lp in an.loops}
     for loop in scop.loops:
-        loops.add_row(loop.iterator, str(loop.loc.line), str(loop.depth),
-                      ", ".join(loop.statements), _loop_status(status[loop.id]))
+        loops.add_row(*_plain(loop.iterator, loop.loc.line, loop.depth,
+                              ", ".join(loop.statements)), _loop_status(status[loop.id]))
     console.print(loops)
 
     if an.reductions:
         console.print("[bold]Reductions[/]")
         for r in an.reductions:
-            console.print(f"  {r.statement}: {r.array} {r.op}= ... along {', '.join(r.loops)}")
+            console.print(escape(f"  {r.statement}: {r.array} {r.op}= ... along "
+                                 f"{', '.join(r.loops)}"))

@@ -1,0 +1,12 @@
+# expect: assignment to loop iterator 'i'
+# function: k
+from __future__ import annotations
+
+from polygpu import affine, f32
+
+
+@affine
+def k(n: int, x: f32[n]):
+    for i in range(n):
+        x[i] = 0.0
+        i = i + 1  # <- error

@@ -1,0 +1,12 @@
+# expect: 'break'
+# function: k
+from __future__ import annotations
+
+from polygpu import affine, f32
+
+
+@affine
+def k(n: int, x: f32[n]):
+    for i in range(n):
+        x[i] = 1.0
+        break  # <- error

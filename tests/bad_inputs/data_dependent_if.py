@@ -1,0 +1,12 @@
+# expect: if condition reads array 'x'
+# function: k
+from __future__ import annotations
+
+from polygpu import affine, f32
+
+
+@affine
+def k(n: int, x: f32[n]):
+    for i in range(n):
+        if x[i] < 0.0:  # <- error
+            x[i] = 0.0

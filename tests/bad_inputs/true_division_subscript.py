@@ -1,0 +1,11 @@
+# expect: true division '/' in subscript of 'x': use '//'
+# function: k
+from __future__ import annotations
+
+from polygpu import affine, f32
+
+
+@affine
+def k(n: int, x: f32[n]):
+    for i in range(n):
+        x[i / 2] = 0.0  # <- error

@@ -1,0 +1,11 @@
+# expect: unknown array 'z'
+# function: k
+from __future__ import annotations
+
+from polygpu import affine, f32
+
+
+@affine
+def k(n: int, x: f32[n]):
+    for i in range(n):
+        x[i] = z[i]  # <- error
