@@ -1,0 +1,11 @@
+/* mv: matrix-vector multiply x = A y (Baskaran et al. 2008, Figure 3). */
+void mv(int n, float a[n][n], float x[n], float y[n])
+{
+#pragma scop
+  for (int i = 0; i < n; i++) {
+    x[i] = 0;
+    for (int j = 0; j < n; j++)
+      x[i] += a[i][j] * y[j];
+  }
+#pragma endscop
+}

@@ -1,0 +1,7 @@
+#include "_fake_defines.h"
+#define CHAR_BIT 8
+#define INT_MAX 2147483647
+#define INT_MIN (-2147483647 - 1)
+#define LONG_MAX 9223372036854775807L
+#define LONG_MIN (-9223372036854775807L - 1)
+#define UINT_MAX 4294967295U

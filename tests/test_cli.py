@@ -1,0 +1,104 @@
+"""End-to-end tests of ``polygpu analyze`` through the real command line.
+
+The bad-input corpus lives in ``tests/bad_inputs/``: each file says on its first line
+``// expect: TEXT`` (or ``# expect: TEXT``), Python files name the function on the
+second line (``# function: NAME``), and the offending line carries the marker
+``<- error``.  Each must give exactly one line ``FILE:LINE: ...TEXT...`` on stderr,
+nothing on stdout, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BAD = sorted((ROOT / "tests" / "bad_inputs").glob("*.[cp]*"))
+
+
+def polygpu(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "polygpu", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("spec", ["kernels/mv.c", "kernels/tmv.c", "kernels/mvt.c",
+                                  "kernels/mm.c", "kernels/mv.py:mv", "kernels/mm.py:mm"])
+def test_analyze_json_is_one_object_with_the_documented_keys(spec):
+    result = polygpu("analyze", spec, "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)  # exactly one JSON document, nothing else
+    assert data["function"] == Path(spec.split(":")[0]).stem
+    assert data["parameters"] == ["n"]
+    for s in data["statements"]:
+        assert set(s) >= {"name", "domain", "line"} and s["domain"].startswith("[n] -> {")
+    for a in data["accesses"]:
+        assert set(a) >= {"statement", "array", "kind", "relation", "reuse", "line"}
+        assert a["kind"] in ("read", "write")
+        assert a["reuse"] in ("no-reuse", "reuse", "constant", "register")
+    assert data["dependences"], "every shipped kernel has a reduction dependence"
+    for d in data["dependences"]:
+        assert set(d) >= {"kind", "source", "sink", "relation"}
+        assert d["kind"] in ("flow", "anti", "output")
+
+
+def test_analyze_tmv_json_golden_values():
+    data = json.loads(polygpu("analyze", "kernels/tmv.c", "--json").stdout)
+    by_text = {(a["text"], a["kind"]): a for a in data["accesses"]}
+    assert by_text["a[j][i]", "read"]["rank"] == 2
+    assert by_text["a[j][i]", "read"]["reuse"] == "no-reuse"
+    assert by_text["y[j]", "read"]["higher_order_reuse"] is True
+    assert [lp["parallel"] for lp in data["loops"]] == [True, False]
+
+
+def test_analyze_report_has_the_tables():
+    result = polygpu("analyze", "kernels/mm.c")
+    assert result.returncode == 0, result.stderr
+    for title in ("Statements", "Accesses and reuse", "Dependences", "Loops"):
+        assert title in result.stdout
+    assert "c[i][j]" in result.stdout and "parallel" in result.stdout
+
+
+def _expectation(path: Path) -> tuple[str, str | None, int]:
+    lines = path.read_text().splitlines()
+    expect = re.match(r"(?://|#)\s*expect:\s*(.+)", lines[0]).group(1).strip()
+    function = None
+    if len(lines) > 1 and (m := re.match(r"(?://|#)\s*function:\s*(\w+)", lines[1])):
+        function = m.group(1)
+    marked = [k + 1 for k, line in enumerate(lines) if "<- error" in line]
+    assert len(marked) == 1, f"{path.name}: mark the offending line with '<- error'"
+    return expect, function, marked[0]
+
+
+def test_bad_input_corpus_is_large_enough():
+    assert len(BAD) >= 15
+
+
+@pytest.mark.parametrize("path", BAD, ids=[p.name for p in BAD])
+def test_bad_input_gets_one_line_error(path):
+    expect, function, line = _expectation(path)
+    rel = str(path.relative_to(ROOT))
+    spec = f"{rel}:{function}" if path.suffix == ".py" else rel
+    result = polygpu("analyze", spec)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    err = result.stderr.rstrip("\n")
+    assert "\n" not in err and "Traceback" not in err, err
+    assert err.startswith(f"{rel}:{line}: "), err
+    assert expect in err, err
+
+
+def test_debug_shows_the_traceback():
+    path = next(p for p in BAD if p.suffix == ".c")
+    result = polygpu("--debug", "analyze", str(path.relative_to(ROOT)))
+    assert result.returncode == 2 and "Traceback" in result.stderr
+
+
+def test_missing_file_is_a_clean_error():
+    result = polygpu("analyze", "kernels/no_such_kernel.c")
+    assert result.returncode == 2
+    assert "no_such_kernel.c" in result.stderr and "Traceback" not in result.stderr
