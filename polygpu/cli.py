@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 
@@ -23,7 +24,8 @@ def _add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE",
                    help="a C file with a #pragma scop region, or MODULE.py:FUNCTION")
     p.add_argument("--function", "-f", metavar="NAME",
-                   help="function to read when the C file has several regions")
+                   help="function to read: needed when a C file has several regions, "
+                   "or instead of the :FUNCTION suffix of a Python file")
     p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME[=VALUE]",
                    help="define a macro for the C preprocessor (repeatable)")
     p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR",
@@ -62,6 +64,8 @@ def _run_analyze(args: argparse.Namespace) -> int:
 
     program = load(args.file, args.function, args.defines, args.include_dirs)
     result = analyze(build_scop(program))
+    for warning in result.warnings:
+        print(warning, file=sys.stderr)
     if args.json:
         print(json.dumps(to_json(result), indent=2))
     else:
@@ -81,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(str(err).splitlines()[0] if str(err) else "error", file=sys.stderr)
         return EXIT_INPUT_ERROR
+    except BrokenPipeError:
+        # the reader went away (``polygpu analyze ... | head``): not an error of ours
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -1,9 +1,10 @@
 """User-facing errors.
 
 Every problem with the user's input is reported as a :class:`PolygpuError` that
-knows *where* (file and line) and *what*; the CLI prints it as one line
-``FILE:LINE: message`` and exits with status 2.  Anything else escaping is a bug
-in polygpu and is reported as an internal error.
+knows *what* and, whenever the problem has a place in a file, *where* (file and
+line); the CLI prints it as one line ``FILE:LINE: message`` (``FILE: message`` for
+a file that cannot be read at all) and exits with status 2.  Anything else escaping
+is a bug in polygpu and is reported as an internal error.
 """
 
 from __future__ import annotations
@@ -36,7 +37,3 @@ class PolygpuError(Exception):
 
 class UnsupportedError(PolygpuError):
     """The input is valid C/Python but lies outside the affine language polygpu accepts."""
-
-
-class InternalError(Exception):
-    """A bug in polygpu (for example a schedule that fails its own legality proof)."""

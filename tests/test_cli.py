@@ -102,3 +102,27 @@ def test_missing_file_is_a_clean_error():
     result = polygpu("analyze", "kernels/no_such_kernel.c")
     assert result.returncode == 2
     assert "no_such_kernel.c" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_out_of_bounds_warning_goes_to_stderr_and_json(tmp_path):
+    src = tmp_path / "oob.c"
+    src.write_text("void f(int n, float a[n], float b[n])\n{\n#pragma scop\n"
+                   "  for (int i = 0; i < n; i++)\n    b[i] = a[i + 1];\n#pragma endscop\n}\n")
+    result = polygpu("analyze", str(src), "--json")
+    assert result.returncode == 0
+    assert result.stderr.startswith(f"{src}:5: warning: a[(i + 1)] may access outside")
+    assert len(json.loads(result.stdout)["warnings"]) == 1
+
+
+def test_closed_pipe_is_not_an_error(tmp_path):
+    # 40 statements: a JSON report larger than a pipe's buffer, so the write does fail
+    body = "".join(f"    a[i] += b[i + {k % 3}];\n" for k in range(40))
+    src = tmp_path / "big.c"
+    src.write_text("void f(int n, float a[n], float b[n + 2])\n{\n#pragma scop\n"
+                   f"  for (int i = 0; i < n; i++) {{\n{body}  }}\n#pragma endscop\n}}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "polygpu", "analyze", str(src), "--json"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.read(10)
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 0
+    assert b"internal error" not in proc.stderr.read()

@@ -117,3 +117,42 @@ def test_non_affine_input_is_reported_with_its_line(tmp_path, body, message):
     assert message in str(err.value)
     assert str(err.value).startswith(f"{tmp_path / 'k.py'}:")
     assert err.value.loc.line > 5
+
+
+def test_reduction_written_over_two_lines_and_reset_temporary(tmp_path):
+    an = analyze(scop_of(tmp_path, """
+        for i in range(n):
+            t = 0.0
+            for j in range(n):
+                t += A[i, j]
+            for j in range(n):
+                x[j] = (
+                    x[j] + A[i, j])
+    """))
+    reductions = {(r.statement, r.array): r.loops for r in an.reductions}
+    # t is reset for every i: only j reduces into it; x[j] accumulates along i
+    assert reductions == {("S1", "t"): ("j",), ("S2", "x"): ("i",)}
+
+
+def test_register_class_needs_one_owner_per_element(tmp_path):
+    an = analyze(scop_of(tmp_path, """
+        for i in range(n):
+            for j in range(n):
+                A[i, j] += x[i // 2]
+    """))
+    assert [lp.parallel for lp in an.loops] == [True, True]
+    by_text = {r.text: r.reuse for r in an.reuse}
+    # x[i // 2] varies only with the parallel i, but threads 2k and 2k+1 share it
+    assert by_text["x[(i // 2)]"] == "reuse"
+    assert by_text["A[i][j]"] == "no-reuse"
+
+
+def test_out_of_bounds_accesses_are_reported(tmp_path):
+    an = analyze(scop_of(tmp_path, """
+        for i in range(n):
+            x[i] = A[i, i + 1]
+    """))
+    (warning,) = an.warnings
+    assert (warning.array, warning.text) == ("A", "A[i][(i + 1)]")
+    assert str(warning).startswith(f"{tmp_path / 'k.py'}:8: warning:")
+    assert "[n = 1]" in warning.example  # the smallest instance that overruns

@@ -237,6 +237,9 @@ PURE_FUNCTIONS = frozenset(
         "fmin", "fminf", "fmax", "fmaxf", "sin", "sinf", "cos", "cosf", "tan", "tanf",
         "tanh", "tanhf", "floor", "floorf", "ceil", "ceilf", "exp2", "exp2f", "log2", "log2f",
         "log10", "log10f", "rsqrt", "rsqrtf", "min", "max", "fma", "fmaf", "erf", "erff",
+        "fmod", "fmodf", "round", "roundf", "trunc", "truncf", "asin", "asinf", "acos",
+        "acosf", "atan", "atanf", "atan2", "atan2f", "sinh", "sinhf", "cosh", "coshf",
+        "cbrt", "cbrtf", "hypot", "hypotf", "expm1", "expm1f", "log1p", "log1pf",
     }
 )
 

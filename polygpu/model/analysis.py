@@ -1,7 +1,8 @@
 """Everything the model knows about one region, in one immutable bundle.
 
 ``analyze(scop)`` runs the model's analyses once, in dependency order
-(dependences -> reductions -> loop parallelism -> reuse); later stages and the
+(dependences -> reductions -> loop parallelism -> reuse; bounds on the side); later
+stages and the
 ``analyze`` report read the result instead of recomputing.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from polygpu.model.bounds import BoundsWarning, check_bounds
 from polygpu.model.dependences import Dependences, compute_dependences
 from polygpu.model.parallelism import (
     LoopParallelism,
@@ -27,6 +29,7 @@ class Analysis:
     reductions: tuple[Reduction, ...]
     loops: tuple[LoopParallelism, ...]
     reuse: tuple[ReuseInfo, ...]
+    warnings: tuple[BoundsWarning, ...]
 
     def reuse_of(self, statement: str, ref: int) -> ReuseInfo:
         for r in self.reuse:
@@ -37,7 +40,7 @@ class Analysis:
 
 def analyze(scop: Scop) -> Analysis:
     deps = compute_dependences(scop)
-    reductions = find_reductions(scop)
+    reductions = find_reductions(scop, deps)
     loops = loop_parallelism(scop, deps, reductions)
     return Analysis(
         scop=scop,
@@ -45,4 +48,5 @@ def analyze(scop: Scop) -> Analysis:
         reductions=reductions,
         loops=loops,
         reuse=analyze_reuse(scop, loops),
+        warnings=check_bounds(scop),
     )

@@ -5,8 +5,9 @@ exactly what legality needs (every other ordering follows by transitivity):
 
 * **flow** (read after write): from the write that produced the value a read sees --
   the last write to that element before the read (isl ``compute_flow``, value-based);
-* **anti** (write after read): from a read to the first write after it that
-  overwrites the element (``compute_flow`` on the reversed schedule, reversed back);
+* **anti** (write after read): from a read to the first write by a *later*
+  instance that overwrites the element (``compute_flow`` on the reversed schedule,
+  reversed back);
 * **output** (write after write): from a write to the next write of the same element.
 
 Within one statement instance the reads happen before the write, so an instance

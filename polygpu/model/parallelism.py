@@ -6,8 +6,11 @@ different iterations of this one (schedule dimension ``2k+1`` differs).  A loop 
 carries nothing is *parallel*: its iterations may run on different threads.
 
 A *reduction* is a statement ``x[f] op= e`` (``+= -= *=``, or ``x = x + e``,
-``x = max(x, e)``...) whose right-hand side reads ``x`` nowhere else, and whose
-target ``x[f]`` is invariant along some enclosing loops (its *reduction loops*).  A
+``x = max(x, e)``...) whose right-hand side reads ``x`` nowhere else; its
+*reduction loops* are the enclosing loops along which the target ``x[f]`` is
+invariant and which carry the statement's flow dependence on itself (so in
+``t = 0; for j: t += ...`` inside a loop ``i``, only ``j`` reduces: ``t`` is reset
+for every ``i``).  A
 loop whose only carried dependences are such self-dependences is parallel up to a
 reduction: a later stage may split it or reduce in a tree.
 """
@@ -58,6 +61,15 @@ def involved_iterators(access: Access, statement: Statement) -> tuple[str, ...]:
     return tuple(it for k, it in enumerate(statement.iterators) if k in involved)
 
 
+def _same_reference(a: ir.Expr, b: ir.Expr) -> bool:
+    """Whether two references name the same element (wherever they were written)."""
+    if isinstance(a, ir.ArrayRef) and isinstance(b, ir.ArrayRef):
+        return (a.array, a.index) == (b.array, b.index)
+    if isinstance(a, ir.ScalarRef) and isinstance(b, ir.ScalarRef):
+        return a.name == b.name
+    return False
+
+
 def _reduction_op(stmt: Statement) -> str | None:
     """The associative operator of ``stmt`` if it has the shape of a reduction update."""
     body = stmt.body
@@ -68,18 +80,22 @@ def _reduction_op(stmt: Statement) -> str | None:
     if body.op != "=":
         return None
     v, t = body.value, body.target
-    if isinstance(v, ir.BinOp) and v.op in ("+", "*") and t in (v.lhs, v.rhs):
+    if isinstance(v, ir.BinOp) and v.op in ("+", "*") and (
+        _same_reference(t, v.lhs) or _same_reference(t, v.rhs)
+    ):
         return v.op
-    if isinstance(v, ir.BinOp) and v.op == "-" and v.lhs == t:
+    if isinstance(v, ir.BinOp) and v.op == "-" and _same_reference(t, v.lhs):
         return "+"
-    if isinstance(v, ir.Call) and len(v.args) == 2 and t in v.args:
+    if isinstance(v, ir.Call) and len(v.args) == 2 and any(
+        _same_reference(t, a) for a in v.args
+    ):
         for name, op in (("max", "max"), ("min", "min")):
             if v.func in (name, f"f{name}", f"f{name}f"):
                 return op
     return None
 
 
-def find_reductions(scop: Scop) -> tuple[Reduction, ...]:
+def find_reductions(scop: Scop, deps: Dependences) -> tuple[Reduction, ...]:
     result = []
     for stmt in scop.statements:
         op = _reduction_op(stmt)
@@ -92,7 +108,14 @@ def find_reductions(scop: Scop) -> tuple[Reduction, ...]:
             write.relation
         ):
             continue
-        loops = invariant_iterators(write, stmt)
+        self_flow = [d.relation for d in deps.of_kind("flow")
+                     if d.source == d.sink == stmt.name and d.array == write.array]
+        invariant = invariant_iterators(write, stmt)
+        loops = tuple(
+            it for depth, it in enumerate(stmt.iterators)
+            if it in invariant
+            and any(_carries(scop, rel, stmt.name, stmt.name, depth) for rel in self_flow)
+        )
         if loops:
             result.append(Reduction(stmt.name, write.array, op, loops))
     return tuple(result)

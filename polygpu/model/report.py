@@ -94,6 +94,7 @@ def to_json(an: Analysis) -> dict[str, Any]:
             {"statement": r.statement, "array": r.array, "op": r.op, "loops": list(r.loops)}
             for r in an.reductions
         ],
+        "warnings": [str(w) for w in an.warnings],
     }
 
 

@@ -4,8 +4,10 @@ For a reference ``a[F i + f]`` in a statement with an ``n``-dimensional domain, 
 access matrix ``F`` (subscripts x iterators) says how data is reused:
 
 * ``rank F < n`` -- *higher-order reuse*: many instances touch one element (the
-  null space of ``F`` is the reuse direction).  Decided exactly with isl (the access
-  relation is not injective on the domain); the rank is reported alongside.
+  null space of ``F`` is the reuse direction).  polygpu decides reuse exactly with
+  isl -- the access relation is not injective on the actual domain -- and reports
+  the rank of the subscripts as written alongside; the two differ only on
+  degenerate domains (a loop with a single iteration).
 * the iterators whose column of ``F`` is zero are the reference's *redundant
   loops*: the reference is invariant along them.
 
@@ -18,8 +20,9 @@ class          condition                                     placement candidate
 no-reuse       every instance touches its own element        global (coalesced)
 constant       read-only, invariant along every parallel     ``__constant__``
                loop (all threads read the same address)
-register       varies only with parallel loops (each thread  register
-               owns its elements and reuses them in time)
+register       varies only with parallel loops and no two     register
+               parallel iterations share an element (each
+               thread owns its elements, reuses them in time)
 reuse          anything else with reuse                      shared memory
 =============  ===========================================  =====================
 """
@@ -29,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
+import islpy as isl
 import sympy
 
 from polygpu.frontend import ir
@@ -120,6 +124,17 @@ def access_rank(access: Access, iterators: tuple[str, ...]) -> int | None:
     return int(sympy.Matrix(rows).rank())
 
 
+def _owned_by_one_iteration(access: Access, parallel_dims: list[int]) -> bool:
+    """Whether instances touching the same element always agree on the parallel
+    iterators, i.e. no element is shared between two threads (exact, with isl)."""
+    rel = access.relation
+    same_element = rel.apply_range(rel.reverse())
+    agree = isl.Map.universe(same_element.get_space())
+    for k in parallel_dims:
+        agree = agree.equate(isl.dim_type.in_, k, isl.dim_type.out, k)
+    return same_element.is_subset(agree)
+
+
 def analyze_reuse(
     scop: Scop, loops: tuple[LoopParallelism, ...]
 ) -> tuple[ReuseInfo, ...]:
@@ -140,7 +155,9 @@ def analyze_reuse(
                 set(varies) & parallel_its
             ):
                 cls = "constant"
-            elif varies and set(varies) <= parallel_its:
+            elif varies and set(varies) <= parallel_its and _owned_by_one_iteration(
+                acc, [k for k, it in enumerate(stmt.iterators) if it in parallel_its]
+            ):
                 cls = "register"
             else:
                 cls = "reuse"
