@@ -22,7 +22,8 @@ EXIT_INTERNAL_ERROR = 3
 
 def _add_input_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE",
-                   help="a C file with a #pragma scop region, or MODULE.py:FUNCTION")
+                   help="a C file with a #pragma scop region (FILE.c or FILE.c:FUNCTION), "
+                   "or MODULE.py:FUNCTION")
     p.add_argument("--function", "-f", metavar="NAME",
                    help="function to read: needed when a C file has several regions, "
                    "or instead of the :FUNCTION suffix of a Python file")
@@ -30,6 +31,9 @@ def _add_input_arguments(p: argparse.ArgumentParser) -> None:
                    help="define a macro for the C preprocessor (repeatable)")
     p.add_argument("-I", dest="include_dirs", action="append", default=[], metavar="DIR",
                    help="add a directory to the C preprocessor's include path (repeatable)")
+    # also accepted after the subcommand; SUPPRESS keeps a --debug given before it
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show the full traceback of errors")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -126,3 +126,12 @@ def test_closed_pipe_is_not_an_error(tmp_path):
     proc.stdout.close()
     assert proc.wait(timeout=120) == 0
     assert b"internal error" not in proc.stderr.read()
+
+
+def test_function_suffix_on_a_c_file_and_debug_after_the_subcommand():
+    ok = polygpu("analyze", "kernels/mvt.c:mvt", "--json")
+    assert ok.returncode == 0 and json.loads(ok.stdout)["function"] == "mvt"
+    missing = polygpu("analyze", "kernels/mvt.c:nope", "--debug")
+    assert missing.returncode == 2 and "Traceback" in missing.stderr and "nope" in missing.stderr
+    clash = polygpu("analyze", "kernels/mv.py:mv", "--function", "mm")
+    assert clash.returncode == 2 and "named twice" in clash.stderr

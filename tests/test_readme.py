@@ -14,3 +14,16 @@ def test_ci_runs_the_readme_commands():
     assert "pytest" in tests
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     assert setup in ci_lines and tests in ci_lines
+
+
+def test_cli_docs_show_the_current_help():
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, COLUMNS="80")
+    docs = (ROOT / "docs" / "cli.md").read_text()
+    for args in (["--help"], ["analyze", "--help"]):
+        out = subprocess.run([sys.executable, "-m", "polygpu", *args], cwd=ROOT, env=env,
+                             capture_output=True, text=True).stdout
+        assert out.replace("python -m polygpu", "polygpu") in docs, args

@@ -15,13 +15,16 @@ def load(
     defines: Sequence[str] = (),
     include_dirs: Sequence[str] = (),
 ) -> Program:
-    """Read ``spec`` -- ``file.c`` or ``module.py:function`` -- into a :class:`Program`.
+    """Read ``spec`` -- ``file.c[:function]`` or ``module.py:function`` -- into a
+    :class:`Program`.
 
-    ``function`` picks the function in a C file with several (for Python it may be
-    given instead of the ``:function`` suffix).
+    ``function`` picks the function when the spec has no ``:function`` suffix (needed
+    for a C file with several regions); a suffix and a different ``function`` conflict.
     """
     head, sep, tail = spec.rpartition(":")
-    if sep and head.endswith(".py"):
+    if sep and head.endswith((".py", ".c")):
+        if function and function != tail:
+            raise PolygpuError(f"{spec}: the function is named twice ({tail} and {function})")
         path, name = head, tail
     else:
         path, name = spec, function
@@ -34,5 +37,5 @@ def load(
     if path.endswith(".c"):
         from polygpu.frontend.c_frontend import parse_c_file
 
-        return parse_c_file(path, function, defines=defines, include_dirs=include_dirs)
+        return parse_c_file(path, name, defines=defines, include_dirs=include_dirs)
     raise PolygpuError(f"{spec}: unknown input kind (expected FILE.c or MODULE.py:FUNCTION)")
