@@ -213,6 +213,7 @@ class _ScopBuilder:
             dtype=dtype,
             shape=extents,
             shape_text=tuple(str(s) for s in shape),
+            shape_exprs=tuple(shape),
             extent=extent.set_tuple_name(name),
             kind=kind,
             loc=loc,
@@ -320,7 +321,7 @@ class _ScopBuilder:
             if k < len(loops):
                 it = b.var(loops[k].iterator, loops[k].loc)
                 affs.append(it if loops[k].step > 0 else it.neg())
-        return _map_from_pw_affs(affs, domain, None)
+        return map_from_pw_affs(affs, domain, None)
 
     # ---- accesses -------------------------------------------------------
 
@@ -365,7 +366,7 @@ class _ScopBuilder:
                 raise UnsupportedError(
                     f"subscript of '{array}': {err.message}", err.loc
                 ) from None
-        relation = _map_from_pw_affs(subs, domain, array)
+        relation = map_from_pw_affs(subs, domain, array)
         return Access(
             statement=stmt,
             ref=ref_id,
@@ -430,7 +431,7 @@ class _ScopBuilder:
         return tuple(out)
 
 
-def _map_from_pw_affs(affs: list[isl.PwAff], domain: isl.Set, out_name: str | None) -> isl.Map:
+def map_from_pw_affs(affs: list[isl.PwAff], domain: isl.Set, out_name: str | None) -> isl.Map:
     """``{ S[i..] -> out[affs] }`` restricted to ``domain`` (works for zero outputs too)."""
     if affs:
         pma = isl.PwMultiAff.from_pw_aff(affs[0])

@@ -30,6 +30,7 @@ class Array:
     dtype: str  # key of ir.DTYPES
     shape: tuple[isl.PwAff, ...]
     shape_text: tuple[str, ...]  # the extents as the source wrote them
+    shape_exprs: tuple[ir.IntExpr, ...]  # the extents as IR, for code generation
     extent: isl.Set
     kind: str  # 'argument' | 'temporary'
     loc: SourceLoc
@@ -133,6 +134,11 @@ class Scop:
     @property
     def accesses(self) -> tuple[Access, ...]:
         return tuple(a for s in self.statements for a in s.accesses)
+
+    @property
+    def program_arrays(self) -> tuple[Array, ...]:
+        """The arrays that are arguments of the function (not temporaries)."""
+        return tuple(a for a in self.arrays if a.kind == "argument")
 
     @cached_property
     def domain(self) -> isl.UnionSet:

@@ -1,0 +1,240 @@
+"""From tiled kernels to CUDA C: isl builds the loop AST, cgen the syntax.
+
+For each kernel the block and thread coordinates of the tiled schedule become
+*parameters* of the AST build (named after ``blockIdx``/``threadIdx``), equated with
+the schedule dimensions they stand for, so isl generates the loops one thread runs --
+including the guards of partial tiles -- over exactly the schedule that was proven
+legal.  The AST is walked into cgen nodes; a statement call ``S1(e0, e1)`` is replaced
+by the statement's body with its iterators substituted.
+"""
+
+from __future__ import annotations
+
+import cgen
+import islpy as isl
+
+from polygpu import __version__
+from polygpu.codegen.expressions import INT_HELPERS, Printer, temporary_name
+from polygpu.codegen.program import Argument, KernelProgram, Launch
+from polygpu.frontend import ir
+from polygpu.model.dependences import maps_of
+from polygpu.model.scop import Scop
+from polygpu.schedule.tiling import TiledKernel
+
+AXES = "xyz"
+
+
+def _ids(names) -> isl.IdList:
+    ids = isl.IdList.alloc(isl.DEFAULT_CONTEXT, len(names))
+    for n in names:
+        ids = ids.add(isl.Id(n))
+    return ids
+
+
+def _coordinate_names(scop: Scop, n: int) -> tuple[list[str], list[str]]:
+    taken = set(scop.signature)
+
+    def free(name):
+        while name in taken:
+            name += "_"
+        return name
+
+    return ([free(f"b{AXES[k]}") for k in range(n)], [free(f"t{AXES[k]}") for k in range(n)])
+
+
+def kernel_ast(scop: Scop, kernel: TiledKernel) -> tuple[isl.AstNode, list[str], list[str]]:
+    """The AST of one thread's work in ``kernel``, with block/thread parameters."""
+    m = kernel.n_mapped
+    blocks, threads = _coordinate_names(scop, m)
+    n_params = len(scop.parameters)
+    schedule = None
+    for smap in maps_of(kernel.schedule):
+        smap = smap.add_dims(isl.dim_type.param, 2 * m)
+        for k, name in enumerate(blocks + threads):
+            smap = smap.set_dim_name(isl.dim_type.param, n_params + k, name)
+            smap = smap.equate(isl.dim_type.param, n_params + k, isl.dim_type.out, k)
+        smap = smap.project_out(isl.dim_type.out, 0, 2 * m)
+        u = isl.UnionMap.from_map(smap)
+        schedule = u if schedule is None else schedule.union(u)
+    context = scop.context.add_dims(isl.dim_type.param, 2 * m)
+    for k, name in enumerate(blocks + threads):
+        context = context.set_dim_name(isl.dim_type.param, n_params + k, name)
+    for k in range(m):
+        context = context.lower_bound_val(isl.dim_type.param, n_params + k, isl.Val(0))
+        t = n_params + m + k
+        context = context.lower_bound_val(isl.dim_type.param, t, isl.Val(0))
+        context = context.upper_bound_val(isl.dim_type.param, t,
+                                          isl.Val(kernel.threads[k] - 1))
+    build = isl.AstBuild.from_context(context).set_iterators(_ids(kernel.local_names))
+    return build.node_from_schedule_map(schedule), blocks, threads
+
+
+class _Emitter:
+    """Walks an isl AST into cgen nodes."""
+
+    def __init__(self, scop: Scop, unroll: int):
+        self.scop = scop
+        self.unroll = unroll
+        self.shapes = {a.name: a.shape_exprs for a in scop.program_arrays}
+        self.temporaries = frozenset(a.name for a in scop.arrays if a.kind == "temporary")
+
+    def node(self, n: isl.AstNode) -> list:
+        t = n.get_type()
+        if t == isl.ast_node_type.block:
+            children = n.block_get_children()
+            out = []
+            for k in range(children.n_ast_node()):
+                out += self.node(children.get_at(k))
+            return out
+        if t == isl.ast_node_type.for_:
+            it = n.for_get_iterator().get_id().get_name()
+            body = self.node(n.for_get_body())
+            loop = cgen.For(f"int {it} = {n.for_get_init().to_C_str()}",
+                            n.for_get_cond().to_C_str(),
+                            f"{it} += {n.for_get_inc().to_C_str()}",
+                            cgen.Block(body))
+            if self.unroll > 1 and not self._contains_for(n.for_get_body()):
+                return [cgen.Pragma(f"unroll {self.unroll}"), loop]
+            return [loop]
+        if t == isl.ast_node_type.if_:
+            then = cgen.Block(self.node(n.if_get_then_node()))
+            else_ = cgen.Block(self.node(n.if_get_else_node())) if n.if_has_else_node() \
+                else None
+            return [cgen.If(n.if_get_cond().to_C_str(), then, else_)]
+        if t == isl.ast_node_type.user:
+            return [self.statement(n.user_get_expr())]
+        if t == isl.ast_node_type.mark:
+            return self.node(n.mark_get_node())
+        raise TypeError(f"unexpected AST node type {t}")
+
+    def _contains_for(self, n: isl.AstNode) -> bool:
+        t = n.get_type()
+        if t == isl.ast_node_type.for_:
+            return True
+        if t == isl.ast_node_type.block:
+            children = n.block_get_children()
+            return any(self._contains_for(children.get_at(k))
+                       for k in range(children.n_ast_node()))
+        if t == isl.ast_node_type.if_:
+            return self._contains_for(n.if_get_then_node()) or (
+                n.if_has_else_node() and self._contains_for(n.if_get_else_node()))
+        return False
+
+    def statement(self, call: isl.AstExpr):
+        name = call.get_op_arg(0).get_id().get_name()
+        stmt = self.scop.statement(name)
+        args = [call.get_op_arg(k + 1).to_C_str() for k in range(len(stmt.iterators))]
+        subst = {it: f"({a})" if not a.isidentifier() else a
+                 for it, a in zip(stmt.iterators, args, strict=True)}
+        target = stmt.body.target
+        dtype = (self.scop.array(target.array).dtype if isinstance(target, ir.ArrayRef)
+                 else self.scop.array(target.name).dtype
+                 if target.name in self.temporaries else "float64")
+        printer = Printer(self.shapes, self.temporaries, subst,
+                          dtype if dtype.startswith("float") else "float64")
+        return cgen.Statement(printer.assign(stmt.body)[:-1])
+
+
+def _c_type(dtype: str) -> str:
+    return ir.DTYPES[dtype][0]
+
+
+def arguments(scop: Scop) -> tuple[Argument, ...]:
+    printer = Printer({}, frozenset(), {})
+    result = []
+    scalars = {s.name: s for s in scop.scalars}
+    arrays = {a.name: a for a in scop.program_arrays}
+    for name in scop.signature:
+        if name in scalars:
+            result.append(Argument(name, "scalar", scalars[name].dtype, ()))
+        else:
+            a = arrays[name]
+            result.append(Argument(name, "array", a.dtype,
+                                   tuple(printer.int_expr(e) for e in a.shape_exprs)))
+    return tuple(result)
+
+
+def _parameter_list(scop: Scop) -> list:
+    written = scop.written_arrays()
+    params = []
+    for arg in arguments(scop):
+        ctype = _c_type(arg.dtype)
+        if arg.kind == "scalar":
+            params.append(cgen.Value(f"const {ctype}", arg.name))
+        elif arg.name in written:
+            params.append(cgen.Value(f"{ctype} *__restrict__", arg.name))
+        else:
+            params.append(cgen.Value(f"const {ctype} *__restrict__", arg.name))
+    return params
+
+
+def grid_expression(extent: isl.PwAff, tile: int) -> str:
+    """Blocks needed along one axis: ``(max(extent + 1, 0) + tile - 1) / tile``, with
+    ``extent`` an upper bound of the shifted coordinate (the max of its pieces)."""
+    pieces = [aff for _, aff in extent.get_pieces()]
+    texts = []
+    for aff in pieces:
+        if aff.dim(isl.dim_type.div) or not aff.get_denominator_val().is_one():
+            raise NotImplementedError(f"grid bound {aff} is not a plain affine function")
+        terms = []
+        for k in range(aff.dim(isl.dim_type.param)):
+            c = aff.get_coefficient_val(isl.dim_type.param, k).to_python()
+            if c:
+                name = aff.get_dim_name(isl.dim_type.param, k)
+                terms.append(f"{c} * {name}" if c != 1 else name)
+        constant = aff.get_constant_val().to_python() + 1
+        if constant or not terms:
+            terms.append(str(constant))
+        texts.append(" + ".join(terms).replace("+ -", "- "))
+    text = texts[0]
+    for t in texts[1:]:
+        text = f"max({text}, {t})"
+    return f"(max({text}, 0) + {tile - 1}) / {tile}"
+
+
+def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "") -> KernelProgram:
+    """CUDA text and launch plan for the tiled kernels of one region."""
+    parts = [
+        f"// Generated by polygpu {__version__} from {scop.file}:{scop.loc.line} "
+        f"({scop.function}).",
+    ]
+    parts += [f"// {line}" for line in comment.splitlines()]
+    parts.append(INT_HELPERS)
+    for a in scop.arrays:
+        if a.kind == "temporary":
+            parts.append(f"__device__ {_c_type(a.dtype)} {temporary_name(a.name)};")
+    launches = []
+    for kernel in kernels:
+        name = f"{scop.function}_kernel{kernel.index}"
+        ast, blocks, threads = kernel_ast(scop, kernel)
+        n_threads = 1
+        for t in kernel.threads:
+            n_threads *= t
+        body = [cgen.Line(f"const int {b} = blockIdx.{AXES[k]};")
+                for k, b in enumerate(blocks)]
+        body += [cgen.Line(f"const int {t} = threadIdx.{AXES[k]};")
+                 for k, t in enumerate(threads)]
+        body += _Emitter(scop, kernel.unroll).node(ast)
+        decl = cgen.FunctionDeclaration(
+            cgen.Value("__global__ void", f"__launch_bounds__({n_threads}) {name}"),
+            _parameter_list(scop))
+        schedule_text = "\n".join(f"//   {m}" for m in
+                                  str(kernel.schedule).split("; "))
+        parts.append(f"// kernel {kernel.index}: tiled schedule "
+                     "[blocks, threads, thread-local order]\n" + schedule_text)
+        parts.append(str(cgen.FunctionBody(decl, cgen.Block(body))))
+        grid = [grid_expression(e, t) for e, t in zip(kernel.extent, kernel.tile,
+                                                      strict=True)]
+        block = list(kernel.threads)
+        launches.append(Launch(
+            kernel=name,
+            grid=tuple(grid + ["1"] * (3 - len(grid))),
+            block=tuple(block + [1] * (3 - len(block))),
+        ))
+    return KernelProgram(
+        function=scop.function,
+        source="\n\n".join(parts) + "\n",
+        arguments=arguments(scop),
+        parameters=scop.parameters,
+        launches=tuple(launches),
+    )

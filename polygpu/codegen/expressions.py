@@ -1,0 +1,129 @@
+"""Print the statements of the loop-tree IR as CUDA C expressions.
+
+A statement instance is emitted where isl's AST calls it, with each original iterator
+replaced by the C expression isl gives for it.  Arrays are flat row-major pointers,
+so ``a[i][j]`` becomes ``a[(i) * (m) + (j)]`` with the declared extents; scalar
+temporaries become file-scope ``__device__`` variables (they may live across kernels,
+and the legality proof guarantees no two threads race on them).  Float literals take
+the element type of the statement's target so float32 code stays in float32, and the
+integer operations keep the source language's meaning (C truncation vs Python floor).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from polygpu.frontend import ir
+
+INT_HELPERS = """\
+__device__ __forceinline__ int pg_floordiv(int a, int b)
+{ int q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+__device__ __forceinline__ int pg_mod(int a, int b)
+{ int r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+__device__ __forceinline__ float pg_floordiv(float a, float b) { return floorf(a / b); }
+__device__ __forceinline__ double pg_floordiv(double a, double b) { return floor(a / b); }
+__device__ __forceinline__ float pg_mod(float a, float b) { return a - b * floorf(a / b); }
+__device__ __forceinline__ double pg_mod(double a, double b) { return a - b * floor(a / b); }
+#define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
+"""
+
+
+def temporary_name(name: str) -> str:
+    return f"pg_tmp_{name}"
+
+
+@dataclass(frozen=True)
+class Printer:
+    """Prints IR expressions; ``subst`` maps iterator names to C expressions."""
+
+    shapes: dict[str, tuple[ir.IntExpr, ...]]  # array -> extents
+    temporaries: frozenset[str]
+    subst: dict[str, str]
+    float_type: str = "float32"  # element type of the statement's target
+
+    # ---- integer expressions ------------------------------------------------
+
+    def int_expr(self, e: ir.IntExpr) -> str:
+        if isinstance(e, ir.IntConst):
+            return str(e.value) if e.value >= 0 else f"({e.value})"
+        if isinstance(e, ir.IntVar):
+            return self.subst.get(e.name, e.name)
+        if isinstance(e, ir.IntNeg):
+            return f"(-{self.int_expr(e.arg)})"
+        if isinstance(e, ir.IntMinMax):
+            text = self.int_expr(e.args[0])
+            for a in e.args[1:]:
+                text = f"{e.op}({text}, {self.int_expr(a)})"
+            return text
+        if isinstance(e, ir.IntSelect):
+            return (f"(({self.cond(e.cond)}) ? {self.int_expr(e.then)} : "
+                    f"{self.int_expr(e.else_)})")
+        if isinstance(e, ir.IntBinOp):
+            a, b = self.int_expr(e.lhs), self.int_expr(e.rhs)
+            if e.op in ("+", "-", "*"):
+                return f"({a} {e.op} {b})"
+            if e.op == "truncdiv":
+                return f"({a} / {b})"
+            if e.op == "rem":
+                return f"({a} % {b})"
+            return f"pg_{e.op}({a}, {b})"  # floordiv, mod
+        raise TypeError(f"unknown integer expression {e!r}")
+
+    def cond(self, c: ir.Cond) -> str:
+        if isinstance(c, ir.BoolConst):
+            return "1" if c.value else "0"
+        if isinstance(c, ir.Compare):
+            return f"{self.int_expr(c.lhs)} {c.op} {self.int_expr(c.rhs)}"
+        if isinstance(c, ir.BoolOp):
+            sym = " && " if c.op == "and" else " || "
+            return "(" + sym.join(f"({self.cond(a)})" for a in c.args) + ")"
+        if isinstance(c, ir.Not):
+            return f"!({self.cond(c.arg)})"
+        raise TypeError(f"unknown condition {c!r}")
+
+    # ---- values ------------------------------------------------------------
+
+    def ref(self, r: ir.ArrayRef | ir.ScalarRef) -> str:
+        if isinstance(r, ir.ScalarRef):
+            return temporary_name(r.name) if r.name in self.temporaries else r.name
+        shape = self.shapes[r.array]
+        index = self.int_expr(r.index[0])
+        for sub, extent in zip(r.index[1:], shape[1:], strict=True):
+            index = f"({index}) * {self.int_expr(extent)} + {self.int_expr(sub)}"
+        return f"{r.array}[{index}]"
+
+    def value(self, e: ir.Expr) -> str:
+        if isinstance(e, ir.Const):
+            if e.dtype == "int":
+                return str(e.value) if e.value >= 0 else f"({e.value})"
+            text = repr(float(e.value))
+            if "e" not in text and "." not in text and "inf" not in text:
+                text += ".0"
+            return text + ("f" if self.float_type == "float32" else "")
+        if isinstance(e, ir.ArrayRef | ir.ScalarRef):
+            return self.ref(e)
+        if isinstance(e, ir.IntValue):
+            return self.int_expr(e.expr)
+        if isinstance(e, ir.BinOp):
+            a, b = self.value(e.lhs), self.value(e.rhs)
+            if e.op in ("floordiv", "mod"):
+                return f"pg_{e.op}({a}, {b})"
+            return f"({a} {e.op} {b})"
+        if isinstance(e, ir.UnaryOp):
+            return f"({e.op}{self.value(e.arg)})"
+        if isinstance(e, ir.Call):
+            return f"{e.func}({', '.join(self.value(a) for a in e.args)})"
+        if isinstance(e, ir.ValueCompare):
+            return f"({self.value(e.lhs)} {e.op} {self.value(e.rhs)})"
+        if isinstance(e, ir.ValueLogical):
+            if e.op == "not":
+                return f"(!{self.value(e.args[0])})"
+            sym = " && " if e.op == "and" else " || "
+            return "(" + sym.join(self.value(a) for a in e.args) + ")"
+        if isinstance(e, ir.Select):
+            return (f"({self.value(e.cond)} ? {self.value(e.then)} : "
+                    f"{self.value(e.else_)})")
+        raise TypeError(f"unknown expression {e!r}")
+
+    def assign(self, s: ir.Assign) -> str:
+        return f"{self.ref(s.target)} {s.op} {self.value(s.value)};"

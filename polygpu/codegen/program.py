@@ -1,0 +1,42 @@
+"""What code generation hands to the runtimes: CUDA text plus a launch plan.
+
+The plan is data, not host code, so every backend follows the same one: the CPU
+emulator generates its host loop from it, the GPU backend launches through PyCUDA.
+Kernels take the original function's arguments in signature order: integer and
+float scalars by value, arrays as flat row-major ``T *__restrict__`` pointers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One argument of the original function, as every kernel receives it."""
+
+    name: str
+    kind: str  # 'scalar' | 'array'
+    dtype: str  # key of polygpu.frontend.ir.DTYPES
+    shape: tuple[str, ...]  # arrays: extents as C integer expressions over the parameters
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch.  ``grid`` holds C integer expressions over the integer
+    parameters, using only ``+ - *``, integer literals, parentheses, ``/`` on
+    non-negative operands (so C and floor division agree) and ``max(a, b)``."""
+
+    kernel: str
+    grid: tuple[str, str, str]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0  # dynamic shared memory
+
+
+@dataclass(frozen=True)
+class KernelProgram:
+    function: str
+    source: str  # CUDA C: the __global__ kernels (self-contained, no host code)
+    arguments: tuple[Argument, ...]
+    parameters: tuple[str, ...]  # the integer parameters, a subset of the arguments
+    launches: tuple[Launch, ...]  # run in this order, each finishing before the next

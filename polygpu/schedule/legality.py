@@ -1,0 +1,136 @@
+"""Proving a GPU schedule legal against the exact dependences, with isl.
+
+A GPU execution schedule maps every statement instance to a point ``[d0, ..., dn]``
+whose dimensions have one of three kinds, in this order:
+
+* ``global`` -- sequential with a global barrier between values: the kernel index,
+  host loops that launch kernels;
+* ``parallel`` and ``local`` (in any interleaving) -- ``parallel`` dimensions pick the
+  executing block or thread, ``local`` ones order the instances one thread executes.
+
+Instance ``x`` is guaranteed to run before ``y`` exactly when a ``global`` dimension
+separates them (equal before it, ``x`` smaller at it), or when they agree on all
+``global`` and ``parallel`` dimensions (same thread) and ``x`` is lexicographically
+before ``y`` on the ``local`` ones.  A schedule is legal when that holds for every
+dependence pair; the check works on the dependence distances (isl ``deltas``), so it
+is exact and parametric.  An illegal schedule is a polygpu bug, never output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polygpu.model.dependences import Dependences, maps_of
+from polygpu.schedule.transformation import Transformation
+
+KINDS = ("global", "parallel", "local")
+
+
+class LegalityError(Exception):
+    """A schedule polygpu built violates a dependence: a bug in polygpu."""
+
+
+@dataclass(frozen=True)
+class ExecutionSchedule:
+    """Statement instances -> execution points, and the kind of each point dimension."""
+
+    schedule: isl.UnionMap
+    kinds: tuple[str, ...]
+
+    def __post_init__(self):
+        n_global = sum(1 for k in self.kinds if k == "global")
+        if any(k not in KINDS for k in self.kinds) or self.kinds[:n_global] != (
+            ("global",) * n_global
+        ):
+            raise ValueError(f"bad dimension kinds {self.kinds}: global ones come first")
+
+
+def _orders(kinds: tuple[str, ...]) -> isl.Set:
+    """The distances ``y - x`` for which ``x`` surely runs before ``y``."""
+    names = [f"d{k}" for k in range(len(kinds))]
+    space = isl.Space.create_from_names(isl.DEFAULT_CONTEXT, set=names)
+    ls = isl.LocalSpace.from_space(space)
+
+    def dim(k):
+        return isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, k))
+
+    zero = isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls))
+    universe = isl.Set.universe(space)
+
+    def equal(dims):
+        s = universe
+        for k in dims:
+            s = s.intersect(dim(k).eq_set(zero))
+        return s
+
+    good = isl.Set.empty(space)
+    globals_ = [k for k, kind in enumerate(kinds) if kind == "global"]
+    for pos, k in enumerate(globals_):
+        good = good.union(equal(globals_[:pos]).intersect(dim(k).gt_set(zero)))
+    same_thread = equal([k for k, kind in enumerate(kinds) if kind != "local"])
+    local = [k for k, kind in enumerate(kinds) if kind == "local"]
+    for pos, k in enumerate(local):
+        good = good.union(same_thread.intersect(equal(local[:pos]))
+                          .intersect(dim(k).gt_set(zero)))
+    return good
+
+
+def violations(deps: Dependences, es: ExecutionSchedule) -> list[tuple[str, isl.Map]]:
+    """The dependences ``es`` does not respect, each with its violating part."""
+    good = _orders(es.kinds)
+    bad = []
+    for d in deps.items:
+        rel = isl.UnionMap.from_map(d.relation)
+        pairs = rel.apply_domain(es.schedule).apply_range(es.schedule)
+        if pairs.is_empty():
+            continue
+        distances = isl.Set.from_union_set(pairs.deltas())
+        outside = distances.subtract(good.align_params(distances.get_space()))
+        if not outside.is_empty():
+            bad.append((f"{d.kind} dependence {d.source} -> {d.sink} on {d.array}", d.relation))
+    return bad
+
+
+def prove_legal(deps: Dependences, es: ExecutionSchedule) -> None:
+    """Raise :class:`LegalityError` unless ``es`` respects every dependence."""
+    bad = violations(deps, es)
+    if bad:
+        what = "; ".join(f"{name} ({rel})" for name, rel in bad)
+        raise LegalityError(f"internal error: the schedule violates {len(bad)} "
+                            f"dependence(s): {what}; this is a bug in polygpu, no code "
+                            "was emitted")
+
+
+def _padded(umap: isl.UnionMap, width: int, prefix: list[int]) -> isl.UnionMap:
+    """Each map of ``umap`` with constant ``prefix`` dims before and zeros after, so
+    that all have ``len(prefix) + width`` output dimensions."""
+    result = None
+    for m in maps_of(umap):
+        n = m.dim(isl.dim_type.out)
+        m = m.insert_dims(isl.dim_type.out, 0, len(prefix))
+        for k, value in enumerate(prefix):
+            m = m.fix_val(isl.dim_type.out, k, isl.Val(value))
+        m = m.add_dims(isl.dim_type.out, width - n)
+        for k in range(len(prefix) + n, len(prefix) + width):
+            m = m.fix_val(isl.dim_type.out, k, isl.Val(0))
+        m = m.reset_tuple_id(isl.dim_type.out)
+        u = isl.UnionMap.from_map(m)
+        result = u if result is None else result.union(u)
+    return result
+
+
+def transformation_schedule(tr: Transformation) -> ExecutionSchedule:
+    """``S -> [kernel, p0..pk, t0..tm]``: what a transformation means on the GPU
+    before tiling (kernels in order, one thread per space point)."""
+    n_space = max(k.n_space for k in tr.kernels)
+    n_time = max(k.n_time for k in tr.kernels)
+    schedule = None
+    for index, kernel in enumerate(tr.kernels):
+        space = _padded(kernel.space, n_space, [index])
+        time = _padded(kernel.time, n_time, [])
+        both = space.flat_range_product(time)
+        schedule = both if schedule is None else schedule.union(both)
+    return ExecutionSchedule(schedule, ("global",) + ("parallel",) * n_space +
+                             ("local",) * n_time)

@@ -1,0 +1,253 @@
+"""Multi-level tiling and thread mapping of a transformation (paper §6).
+
+A :class:`Variant` says how to cut each kernel's space into thread blocks and threads
+and how to order a thread's work; :func:`tile` turns a transformation and a variant into
+one execution schedule per kernel, ``S[x] -> [b.., t.., rest..]``:
+
+* the space dimensions (at most three are mapped; extra outer ones stay sequential in
+  each thread) are shifted to start at 0 and cut into *block tiles* of ``tile[d]``
+  points: ``b_d = floor(p_d / tile_d)`` is ``blockIdx``;
+* inside a block tile the points are dealt *cyclically* to ``threads[d]`` threads:
+  ``t_d = (p_d mod tile_d) mod threads_d`` is ``threadIdx`` and
+  ``r_d = floor((p_d mod tile_d) / threads_d)`` numbers a thread's points.  Cyclic, not
+  blocked: consecutive points go to consecutive threads, which is what keeps the
+  innermost dimension coalesced;
+* the rest is the thread's sequential order: ``r`` then the time schedule, or, with
+  ``jam`` (register tiling by unroll-and-jam), the time schedule then ``r``, so each
+  time step is done for all of a thread's points together;
+* ``time_tile`` strip-mines the outermost time loop (the second tiling level that
+  bounds the data a block touches per step, e.g. mm's ``k``).
+
+Every tiled schedule is proven legal with isl before code is generated from it; tile
+sizes need not divide anything, since partial tiles are exact sets.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import islpy as isl
+
+from polygpu.errors import PolygpuError
+from polygpu.model.build import map_from_pw_affs
+from polygpu.model.dependences import Dependences, maps_of
+from polygpu.model.scop import Scop
+from polygpu.schedule.legality import ExecutionSchedule, prove_legal
+from polygpu.schedule.transformation import KernelSchedule, Transformation
+
+MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
+MAX_THREADS = 1024
+
+
+@dataclass(frozen=True)
+class Variant:
+    """The tunable parameters of one kernel program.
+
+    ``tile`` and ``threads`` list the innermost space dimension *last* and are
+    right-aligned to each kernel's mapped dimensions (a kernel with one space dimension
+    uses the last entry).  ``threads`` entries must not exceed the ``tile`` entries;
+    ``tile[d] / threads[d]`` points per thread and dimension form its register tile.
+    """
+
+    candidate: int = 0
+    tile: tuple[int, ...] = (4, 128)
+    threads: tuple[int, ...] = (4, 128)
+    jam: bool = False
+    time_tile: int = 0
+    unroll: int = 1
+
+    def __post_init__(self):
+        if len(self.tile) != len(self.threads) or not 1 <= len(self.tile) <= MAX_MAPPED:
+            raise PolygpuError(f"variant: tile {self.tile} and threads {self.threads} must "
+                               f"have the same length, 1 to {MAX_MAPPED}")
+        for t, n in zip(self.tile, self.threads, strict=True):
+            if not (1 <= n <= t):
+                raise PolygpuError(f"variant: need 1 <= threads <= tile, got {n} and {t}")
+        total = 1
+        for n in self.threads:
+            total *= n
+        if total > MAX_THREADS:
+            raise PolygpuError(f"variant: {total} threads per block exceed {MAX_THREADS}")
+        if self.time_tile < 0 or self.unroll < 1 or self.candidate < 0:
+            raise PolygpuError("variant: time_tile >= 0, unroll >= 1, candidate >= 0")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(data: dict | str) -> Variant:
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as err:
+                raise PolygpuError(f"variant: not valid JSON: {err}") from None
+        known = set(Variant.__dataclass_fields__)
+        unknown = set(data) - known
+        if unknown:
+            raise PolygpuError(f"variant: unknown field(s) {sorted(unknown)}; known: "
+                               f"{sorted(known)}")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return Variant(**values)
+
+
+@dataclass(frozen=True)
+class TiledKernel:
+    """One kernel after tiling: its execution schedule and launch shape.
+
+    ``schedule`` maps each statement to ``[b.., t.., local..]`` with ``n_mapped`` block
+    and thread dimensions (innermost space dimension first: it becomes ``x``);
+    ``extent[d]`` is an upper bound on the shifted space coordinate of mapped dimension
+    ``d`` (an isl piecewise affine function of the parameters): the grid needs
+    ``extent // tile + 1`` blocks there.
+    """
+
+    index: int
+    statements: tuple[str, ...]
+    schedule: isl.UnionMap
+    n_mapped: int
+    n_local: int
+    tile: tuple[int, ...]  # per mapped dim, x first
+    threads: tuple[int, ...]  # per mapped dim, x first
+    extent: tuple[isl.PwAff, ...]
+    local_names: tuple[str, ...] = field(default=())
+    unroll: int = 1
+
+
+def _pieces(umap: isl.UnionMap) -> dict[str, isl.Map]:
+    return {m.get_tuple_name(isl.dim_type.in_): m for m in maps_of(umap)}
+
+
+def _pw_affs(m: isl.Map) -> list[isl.PwAff]:
+    pma = m.as_pw_multi_aff()
+    return [pma.get_pw_aff(k) for k in range(pma.dim(isl.dim_type.out))]
+
+
+def _right_aligned(values: tuple[int, ...], n: int) -> tuple[int, ...]:
+    """The last ``n`` entries of ``values``, padded with 1 on the outside."""
+    padded = (1,) * max(0, n - len(values)) + tuple(values)
+    return padded[len(padded) - n:]
+
+
+def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Variant) -> TiledKernel:
+    n_mapped = min(kernel.n_space, MAX_MAPPED)
+    n_seq_space = kernel.n_space - n_mapped  # outer space dims beyond three: sequential
+    tile = _right_aligned(variant.tile, n_mapped)
+    threads = _right_aligned(variant.threads, n_mapped)
+    domains = {name: scop.statement(name).domain for name in kernel.statements}
+    space = {n: m.intersect_domain(domains[n]) for n, m in _pieces(kernel.space).items()}
+    time = {n: m.intersect_domain(domains[n]) for n, m in _pieces(kernel.time).items()}
+
+    # shift every mapped space dimension to start at 0 over the whole kernel
+    shifts, extents = [], []
+    for d in range(n_seq_space, kernel.n_space):
+        image = None
+        for m in space.values():
+            part = m.range().project_out(isl.dim_type.set, 0, d).project_out(
+                isl.dim_type.set, 1, kernel.n_space - d - 1)
+            image = part if image is None else image.union(part)
+        lower = image.dim_min(0)
+        shifts.append(lower)
+        extents.append(image.dim_max(0).sub(lower).coalesce())
+
+    thetas = {name: _pw_affs(time[name]) for name in kernel.statements}
+    # the outermost time dimension that is a loop for some statement of the kernel
+    loop_dims = [j for j in range(kernel.n_time)
+                 if any(not t[j].is_cst() for t in thetas.values())]
+    strip = bool(variant.time_tile and loop_dims)
+    per_statement = []
+    for name in kernel.statements:
+        p = _pw_affs(space[name])
+        theta = thetas[name]
+        domain = domains[name]
+        blocks, thread_ids, points = [], [], []
+        # mapped dims, innermost first (x, y, z)
+        for k, d in enumerate(reversed(range(n_seq_space, kernel.n_space))):
+            mk = n_mapped - 1 - k  # index into shifts (outer->inner order)
+            shifted = p[d].sub(_on(shifts[mk], domain))
+            rem = shifted.mod_val(isl.Val(tile[mk]))
+            blocks.append(shifted.scale_down_val(isl.Val(tile[mk])).floor())
+            thread_ids.append(rem.mod_val(isl.Val(threads[mk])))
+            points.append(rem.scale_down_val(isl.Val(threads[mk])).floor())
+        outer_space = p[:n_seq_space]
+        if strip:
+            j = loop_dims[0]
+            theta = theta[:j] + [theta[j].scale_down_val(isl.Val(variant.time_tile)).floor()
+                                 ] + theta[j:]
+        local = outer_space + (theta + points if variant.jam else points + theta)
+        per_statement.append(map_from_pw_affs(blocks + thread_ids + local, domain, None))
+    schedule = None
+    for m in per_statement:
+        u = isl.UnionMap.from_map(m.reset_tuple_id(isl.dim_type.out))
+        schedule = u if schedule is None else schedule.union(u)
+    n_local = per_statement[0].dim(isl.dim_type.out) - 2 * n_mapped
+    return TiledKernel(
+        index=index,
+        statements=kernel.statements,
+        schedule=schedule,
+        n_mapped=n_mapped,
+        n_local=n_local,
+        tile=tuple(reversed(tile)),
+        threads=tuple(reversed(threads)),
+        extent=tuple(reversed(extents)),
+        local_names=_local_names(scop, n_seq_space, n_mapped,
+                                 kernel.n_time + (1 if strip else 0), variant.jam),
+        unroll=variant.unroll,
+    )
+
+
+def _on(pa: isl.PwAff, domain: isl.Set) -> isl.PwAff:
+    """A parameter-only piecewise affine function, as a function on ``domain``."""
+    lifted = pa.insert_dims(isl.dim_type.in_, 0, domain.dim(isl.dim_type.set))
+    lifted = lifted.set_tuple_id(isl.dim_type.in_, domain.get_tuple_id())
+    for k in range(domain.dim(isl.dim_type.set)):
+        lifted = lifted.set_dim_id(isl.dim_type.in_, k,
+                                   domain.get_dim_id(isl.dim_type.set, k))
+    return lifted.align_params(domain.get_space())
+
+
+def _local_names(scop, n_seq_space, n_mapped, n_time, jam) -> tuple[str, ...]:
+    """Readable iterator names for the thread-local loops."""
+    taken = set(scop.signature)
+    names = [f"s{d}" for d in range(n_seq_space)]
+    points = [f"r{'xyz'[k]}" for k in range(n_mapped)]
+    times = [f"c{j}" for j in range(n_time)]
+    ordered = names + (times + points if jam else points + times)
+    return tuple(n if n not in taken else f"{n}_" for n in ordered)
+
+
+def tile(scop: Scop, deps: Dependences, tr: Transformation, variant: Variant
+         ) -> tuple[TiledKernel, ...]:
+    """Tile and map every kernel of ``tr``; prove the whole result legal with isl."""
+    kernels = tuple(_tile_kernel(scop, k, i, variant) for i, k in enumerate(tr.kernels))
+    prove_legal(deps, execution_schedule(kernels))
+    return kernels
+
+
+def execution_schedule(kernels: tuple[TiledKernel, ...]) -> ExecutionSchedule:
+    """All kernels as one schedule ``[kernel, b.., t.., local..]`` for the prover."""
+    n_mapped = max(k.n_mapped for k in kernels)
+    n_local = max(k.n_local for k in kernels)
+    result = None
+    for k in kernels:
+        for m in maps_of(k.schedule):
+            m = m.insert_dims(isl.dim_type.out, 0, 1).fix_val(isl.dim_type.out, 0,
+                                                                isl.Val(k.index))
+            # pad blocks/threads (after position 1 + k.n_mapped etc.) with zeros
+            m = _pad_at(m, 1 + k.n_mapped, n_mapped - k.n_mapped)
+            m = _pad_at(m, 1 + 2 * n_mapped, 0)
+            m = _pad_at(m, 1 + n_mapped + k.n_mapped, n_mapped - k.n_mapped)
+            m = _pad_at(m, m.dim(isl.dim_type.out), n_local - k.n_local)
+            u = isl.UnionMap.from_map(m.reset_tuple_id(isl.dim_type.out))
+            result = u if result is None else result.union(u)
+    kinds = ("global",) + ("parallel",) * (2 * n_mapped) + ("local",) * n_local
+    return ExecutionSchedule(result, kinds)
+
+
+def _pad_at(m: isl.Map, pos: int, count: int) -> isl.Map:
+    if count <= 0:
+        return m
+    m = m.insert_dims(isl.dim_type.out, pos, count)
+    for k in range(pos, pos + count):
+        m = m.fix_val(isl.dim_type.out, k, isl.Val(0))
+    return m

@@ -1,0 +1,58 @@
+"""The scheduler's output: a *transformation* of the whole region for the GPU.
+
+A transformation splits the statements into kernels launched in order (a global
+barrier between consecutive kernels) and gives, per statement, two affine maps:
+
+* ``space`` -- ``S[i..] -> [p0, ..., pk]``: the *space partition* (paper §4.2).  Instances
+  with different space coordinates run on different threads, so no dependence may
+  cross them inside one kernel.  The innermost dimension ``pk`` is the one mapped
+  cyclically onto ``threadIdx.x``: the coalescing dimension.
+* ``time`` -- ``S[i..] -> [t0, ..., tm]``: the *time schedule* (``θ``): the order in which
+  one thread executes its instances, lexicographically.
+
+All statements of a kernel share the number of space and of time dimensions (shorter
+ones are padded with zeros), so a kernel's schedule is one union map.  ``Scop`` order
+and dependences are not stored here: :mod:`polygpu.schedule.legality` proves a
+transformation against them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+
+@dataclass(frozen=True)
+class KernelSchedule:
+    """One kernel: its statements and their space and time maps."""
+
+    statements: tuple[str, ...]
+    space: isl.UnionMap  # S[..] -> [p0..pk]; k + 1 == n_space (0 dims: one thread)
+    time: isl.UnionMap  # S[..] -> [t0..tm]
+    n_space: int
+    n_time: int
+
+
+@dataclass(frozen=True)
+class Transformation:
+    """A candidate transformation for the search, with the references it coalesces.
+
+    ``coalesced`` lists the ``(statement, ref)`` pairs whose consecutive elements along
+    the array's fastest-varying dimension are touched by consecutive values of the
+    innermost space dimension at the same time (the adjacency constraints hold);
+    ``shared`` the references without that property that the memory stage should
+    route through shared memory.  ``origin`` says how it was found: ``'adjacency'``
+    (Algorithm 1) or ``'isl'`` (the fallback scheduler).
+    """
+
+    kernels: tuple[KernelSchedule, ...]
+    coalesced: tuple[tuple[str, int], ...]
+    shared: tuple[tuple[str, int], ...]
+    origin: str
+
+    def kernel_of(self, statement: str) -> int:
+        for k, kernel in enumerate(self.kernels):
+            if statement in kernel.statements:
+                return k
+        raise KeyError(statement)

@@ -1,0 +1,96 @@
+"""Tiling, thread mapping, the legality proof and CUDA emission on hand-built schedules."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import islpy as isl
+import pytest
+
+from polygpu.codegen.cuda import generate, grid_expression
+from polygpu.errors import PolygpuError
+from polygpu.frontend import load
+from polygpu.model.analysis import analyze
+from polygpu.model.build import build_scop
+from polygpu.schedule.legality import LegalityError, prove_legal, transformation_schedule
+from polygpu.schedule.tiling import Variant, tile
+from polygpu.schedule.transformation import KernelSchedule, Transformation
+
+KERNELS = Path(__file__).resolve().parent.parent / "kernels"
+
+
+def _mv():
+    return analyze(build_scop(load(str(KERNELS / "mv.c"))))
+
+
+def _mv_transformation(space_s1: str, time_s0: str, time_s1: str) -> Transformation:
+    kernel = KernelSchedule(
+        ("S0", "S1"),
+        isl.UnionMap(f"[n] -> {{ S0[i] -> [i]; S1[i, j] -> [{space_s1}] }}"),
+        isl.UnionMap(f"[n] -> {{ S0[i] -> [{time_s0}]; S1[i, j] -> [{time_s1}] }}"),
+        1, 5)
+    return Transformation((kernel,), (), (), "test")
+
+
+ROW_PER_THREAD = ("i", "0, 0, 0, 0, 0", "0, 0, 1, j, 0")
+
+
+def test_prover_accepts_row_per_thread_and_rejects_bad_schedules():
+    an = _mv()
+    prove_legal(an.dependences, transformation_schedule(_mv_transformation(*ROW_PER_THREAD)))
+    # threads along j: the reduction into x[i] would cross threads
+    with pytest.raises(LegalityError, match="S1 -> S1 on x"):
+        prove_legal(an.dependences, transformation_schedule(
+            _mv_transformation("j", "0, 0, 0, 0, 0", "0, i, 1, 0, 0")))
+    # initialisation after the accumulation
+    with pytest.raises(LegalityError, match="S0 -> S1"):
+        prove_legal(an.dependences, transformation_schedule(
+            _mv_transformation("i", "1, 0, 0, 0, 0", "0, 0, 1, j, 0")))
+
+
+def test_tiled_schedule_maps_points_cyclically():
+    an = _mv()
+    (k,) = tile(an.scop, an.dependences, _mv_transformation(*ROW_PER_THREAD),
+                Variant(tile=(64,), threads=(32,)))
+    assert (k.n_mapped, k.tile, k.threads) == (1, (64,), (32,))
+    s0 = isl.Map.from_union_map(k.schedule.intersect_domain(
+        isl.UnionSet("[n] -> { S0[i] }")))
+    # row 100 is in block 1 (rows 64..127), thread 100 - 64 - 32 = 4, its point 1
+    point = s0.intersect_domain(isl.Set("[n] -> { S0[100] : n = 200 }")).range()
+    assert point.is_equal(isl.Set("[n] -> { [1, 4, 1, 0, 0, 0, 0, 0] : n = 200 }"))
+
+
+def test_variant_validation_and_json_round_trip():
+    v = Variant(candidate=1, tile=(8, 64), threads=(2, 32), jam=True, time_tile=16, unroll=2)
+    assert Variant.from_json(v.to_json()) == v
+    assert Variant.from_json('{"tile": [128], "threads": [64]}').threads == (64,)
+    for bad in ('{"tile": [32], "threads": [64]}', '{"tiles": [1]}', "not json",
+                '{"tile": [2048], "threads": [2048]}'):
+        with pytest.raises(PolygpuError):
+            Variant.from_json(bad)
+
+
+def test_grid_expression_covers_the_extent():
+    extent = isl.PwAff("[n, m] -> { [(n - 1)] : n >= m; [(m + 2)] : n < m }")
+    text = grid_expression(extent, 32)
+    assert text == "(max(max(n, m + 3), 0) + 31) / 32"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.parametrize("variant", [Variant(tile=(64,), threads=(32,)),
+                                     Variant(tile=(128,), threads=(32,), jam=True, unroll=4),
+                                     Variant(tile=(32,), threads=(32,), time_tile=16)])
+def test_emitted_cuda_compiles_without_warnings(tmp_path, variant):
+    an = _mv()
+    kernels = tile(an.scop, an.dependences, _mv_transformation(*ROW_PER_THREAD), variant)
+    program = generate(an.scop, kernels)
+    assert "__global__ void __launch_bounds__(32) mv_kernel0(" in program.source
+    assert "const float *__restrict__ a" in program.source
+    src = tmp_path / "mv.cu"
+    src.write_text(program.source)
+    result = subprocess.run(["nvcc", "-arch=sm_90", "-Werror", "all-warnings", "-c",
+                             str(src), "-o", str(tmp_path / "mv.o")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
