@@ -57,7 +57,109 @@ def build_parser() -> argparse.ArgumentParser:
     analyze.add_argument("--json", action="store_true",
                          help="print exactly one JSON object instead of tables")
     analyze.set_defaults(run=_run_analyze)
+
+    compile_ = sub.add_parser(
+        "compile",
+        help="generate CUDA for a loop nest",
+        description="Schedule FILE's region for coalescing (Algorithm 1, isl fallback), tile "
+        "and map it to blocks and threads, prove the result legal with isl and write "
+        "OUTDIR/FUNCTION.cu and OUTDIR/FUNCTION.json (variant, launch plan, schedule, "
+        "per-reference placement).",
+    )
+    _add_input_arguments(compile_)
+    _add_variant_arguments(compile_)
+    compile_.add_argument("-o", "--output", metavar="OUTDIR", required=True,
+                          help="directory for FUNCTION.cu and FUNCTION.json")
+    compile_.add_argument("--json", action="store_true",
+                          help="also print the JSON description on stdout")
+    compile_.set_defaults(run=_run_compile)
+
+    check = sub.add_parser(
+        "check",
+        help="run the generated code and compare it with the original loop nest",
+        description="Compile FILE's region like 'compile', run the result (the emitted CUDA "
+        "text, emulated on the host with --backend cpu, or on the GPU through PyCUDA) and "
+        "the original function (C compiled with the host compiler, or the Python function) "
+        "on the same fresh random inputs, with the outputs poisoned first; exit 0 only "
+        "if every array matches (see docs/runtime.md for the tolerances).",
+    )
+    _add_input_arguments(check)
+    _add_variant_arguments(check)
+    check.add_argument("--backend", choices=("cpu", "gpu"), default="cpu",
+                       help="cpu: emulate the CUDA text on the host (small sizes, no GPU "
+                       "needed); gpu: run it through PyCUDA (default: cpu)")
+    check.add_argument("--seed", type=int, help="seed of the random inputs")
+    check.set_defaults(run=_run_check)
     return parser
+
+
+def _add_variant_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-p", "--param", dest="params", action="append", default=[],
+                   metavar="NAME=VALUE", help="value of an integer parameter (repeatable)")
+    p.add_argument("--variant", metavar="JSON",
+                   help="the variant as JSON, e.g. '{\"tile\": [4, 128], \"threads\": "
+                   "[4, 32], \"jam\": true}' (fields: candidate, tile, threads, jam, "
+                   "time_tile, unroll)")
+    p.add_argument("--tile", metavar="T[,T..]",
+                   help="block tile per space dimension, innermost last (sets 'tile')")
+    p.add_argument("--threads", metavar="T[,T..]",
+                   help="threads per block per space dimension, innermost last")
+    p.add_argument("--candidate", type=int, metavar="K",
+                   help="which scheduler candidate to use (0 = best)")
+
+
+def _parse_params(items: list[str]) -> dict[str, int]:
+    from polygpu.errors import PolygpuError
+
+    params = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            if not sep or not name.isidentifier():
+                raise ValueError
+            params[name] = int(value)
+        except ValueError:
+            raise PolygpuError(f"-p {item}: expected NAME=INTEGER, e.g. -p n=4096") from None
+    return params
+
+
+def _variant(args: argparse.Namespace):
+    from polygpu.errors import PolygpuError
+    from polygpu.schedule.tiling import Variant
+
+    fields = Variant().to_json() if not args.variant else Variant.from_json(
+        args.variant).to_json()
+    for name in ("tile", "threads"):
+        text = getattr(args, name)
+        if text:
+            try:
+                fields[name] = [int(x) for x in text.split(",")]
+            except ValueError:
+                raise PolygpuError(f"--{name} {text}: expected integers such as 4,128"
+                                   ) from None
+    if args.tile and not args.threads:
+        # one thread per point, at most 256 along x and 4 along the other axes
+        caps = [4] * (len(fields["tile"]) - 1) + [256]
+        fields["threads"] = [min(t, cap) for t, cap in zip(fields["tile"], caps, strict=True)]
+    if args.candidate is not None:
+        fields["candidate"] = args.candidate
+    return Variant.from_json(fields)
+
+
+def _run_compile(args: argparse.Namespace) -> int:
+    from polygpu.output import compile_json, write_outputs
+    from polygpu.pipeline import compile_region
+
+    params = _parse_params(args.params)
+    compiled = compile_region(args.file, args.function, _variant(args), args.defines,
+                              args.include_dirs)
+    description = compile_json(compiled, params)
+    paths = write_outputs(args.output, compiled, description)
+    if args.json:
+        print(json.dumps(description, indent=2))
+    else:
+        print("wrote " + " and ".join(str(p) for p in paths))
+    return 0
 
 
 def _run_analyze(args: argparse.Namespace) -> int:
@@ -77,6 +179,24 @@ def _run_analyze(args: argparse.Namespace) -> int:
 
         render(result, Console())
     return 0
+
+
+def _run_check(args: argparse.Namespace) -> int:
+    from polygpu.pipeline import compile_region
+    from polygpu.runtime.check import check_program
+
+    params = _parse_params(args.params)
+    compiled = compile_region(args.file, args.function, _variant(args), args.defines,
+                              args.include_dirs)
+    result = check_program(compiled.program, compiled.analysis.scop, args.file, params,
+                           backend=args.backend, seed=args.seed, defines=args.defines,
+                           include_dirs=args.include_dirs)
+    kernels = len(compiled.program.launches)
+    print(f"{'ok' if result.ok else 'MISMATCH'}: {compiled.program.function} "
+          f"({kernels} kernel{'s' if kernels > 1 else ''}, {args.backend} backend, "
+          f"{', '.join(f'{k}={v}' for k, v in params.items())}, seed {result.seed})")
+    print(result.message)
+    return 0 if result.ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:

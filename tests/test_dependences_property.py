@@ -13,13 +13,20 @@ import importlib.util
 import itertools
 
 import islpy as isl
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from polygpu.frontend.c_frontend import parse_c_file
 from polygpu.frontend.python_frontend import parse_python_function
 from polygpu.model.build import build_scop
 from polygpu.model.dependences import compute_dependences
-from tests.random_nests import brute_force_dependences, nests, render_c, render_python
+from tests.random_nests import (
+    Loop,
+    Stmt,
+    brute_force_dependences,
+    nests,
+    render_c,
+    render_python,
+)
 
 _counter = itertools.count()
 
@@ -53,6 +60,13 @@ def _load(path, name):
 @settings(max_examples=220, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(tree=nests())
+# regression: isl's compute_flow failed on a union of reads over a strided domain
+@example(tree=[Loop("i", "0", "n", 2, [Loop("j", "0", "min(i + 2, n)", 1, [
+    Stmt(("y", ("0",)), "+=", [("y", ("i",))])])])])
+# regression: ... and on a single read over a disjunctive strided domain (the lexmax path)
+@example(tree=[Loop("i", "0", "n", 1, [Loop("j", "0", "n", 2, [
+    Loop("k", "max(j - 1, 0)", "n", 1, [
+        Stmt(("A", ("i + 0", "n - 1 - i")), "=", [("A", ("i + 0", "n - 1 - i"))])])])])])
 def test_isl_dependences_match_brute_force(tree, tmp_path):
     k = next(_counter)
     py_path = tmp_path / f"nest_{k}.py"

@@ -156,3 +156,17 @@ def test_out_of_bounds_accesses_are_reported(tmp_path):
     assert (warning.array, warning.text) == ("A", "A[i][(i + 1)]")
     assert str(warning).startswith(f"{tmp_path / 'k.py'}:8: warning:")
     assert "[n = 1]" in warning.example  # the smallest instance that overruns
+
+
+@pytest.mark.parametrize("kernel", ["mv", "tmv", "mvt", "mm"])
+def test_lexmax_dataflow_equals_isl_compute_flow(kernel):
+    from polygpu.frontend import load
+    from polygpu.model.dependences import last_source_by_lexmax
+
+    scop = build_scop(load(f"kernels/{kernel}.c"))
+    for array in scop.arrays:
+        reads, writes = scop.access_map("read", array.name), scop.access_map("write", array.name)
+        for sinks in (reads, writes):
+            info = isl.UnionAccessInfo.from_sink(sinks).set_must_source(writes)
+            expected = info.set_schedule_map(scop.schedule).compute_flow().get_must_dependence()
+            assert last_source_by_lexmax(sinks, writes, scop.schedule).is_equal(expected)

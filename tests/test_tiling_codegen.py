@@ -75,7 +75,12 @@ def test_variant_validation_and_json_round_trip():
 def test_grid_expression_covers_the_extent():
     extent = isl.PwAff("[n, m] -> { [(n - 1)] : n >= m; [(m + 2)] : n < m }")
     text = grid_expression(extent, 32)
-    assert text == "(max(max(n, m + 3), 0) + 31) / 32"
+    assert text == "max(max(max(n + 31, 0) / 32, max(m + 34, 0) / 32), 1)"
+    # strided domains give floor/mod terms: bounded by a div-free affine expression
+    strided = isl.PwAff("[n] -> { [(-1 + n - (1 + n) mod 2)] }")  # = 2 floor((n + 1)/2) - 2
+    assert grid_expression(strided, 16) == "max(max(n + 15, 0) / 16, 1)"
+    thirds = isl.PwAff("[n] -> { [(floor((n - 1) / 3))] }")
+    assert grid_expression(thirds, 8) == "max(max(n + 23, 0) / 24, 1)"
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")

@@ -10,6 +10,9 @@ by the statement's body with its iterators substituted.
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import cgen
 import islpy as isl
 
@@ -66,6 +69,11 @@ def kernel_ast(scop: Scop, kernel: TiledKernel) -> tuple[isl.AstNode, list[str],
         context = context.upper_bound_val(isl.dim_type.param, t,
                                           isl.Val(kernel.threads[k] - 1))
     build = isl.AstBuild.from_context(context).set_iterators(_ids(kernel.local_names))
+    if kernel.unroll_dims:
+        # register tiles: isl unrolls these loops completely (a guarded copy per point)
+        dims = ", ".join(f"d{k}" for k in range(kernel.n_local))
+        options = "; ".join(f"[{dims}] -> unroll[{k}]" for k in kernel.unroll_dims)
+        build = build.set_options(isl.UnionMap(f"{{ {options} }}"))
     return build.node_from_schedule_map(schedule), blocks, threads
 
 
@@ -168,28 +176,55 @@ def _parameter_list(scop: Scop) -> list:
     return params
 
 
+def _fraction(val: isl.Val) -> Fraction:
+    return Fraction(str(val))
+
+
+def _linear_bound(aff: isl.Aff, upper: bool) -> tuple[dict[str, Fraction], Fraction]:
+    """A div-free affine bound of ``aff`` over the parameters (above if ``upper``):
+    each ``floor(x)`` is bounded by ``x`` on one side and ``x - 1`` on the other."""
+    coeffs: dict[str, Fraction] = {}
+    for k in range(aff.dim(isl.dim_type.param)):
+        c = _fraction(aff.get_coefficient_val(isl.dim_type.param, k))
+        if c:
+            coeffs[aff.get_dim_name(isl.dim_type.param, k)] = c
+    const = _fraction(aff.get_constant_val())
+    for k in range(aff.dim(isl.dim_type.div)):
+        c = _fraction(aff.get_coefficient_val(isl.dim_type.div, k))
+        if not c:
+            continue
+        # c * floor(x): push x the way that makes c * floor(x) extreme in our direction
+        x_upper = (c > 0) == upper
+        inner, inner_const = _linear_bound(aff.get_div(k), x_upper)
+        if not x_upper:
+            inner_const -= 1  # floor(x) >= x - 1
+        for name, v in inner.items():
+            coeffs[name] = coeffs.get(name, Fraction(0)) + c * v
+        const += c * inner_const
+    return {n: v for n, v in coeffs.items() if v}, const
+
+
 def grid_expression(extent: isl.PwAff, tile: int) -> str:
-    """Blocks needed along one axis: ``(max(extent + 1, 0) + tile - 1) / tile``, with
-    ``extent`` an upper bound of the shifted coordinate (the max of its pieces)."""
-    pieces = [aff for _, aff in extent.get_pieces()]
-    texts = []
-    for aff in pieces:
-        if aff.dim(isl.dim_type.div) or not aff.get_denominator_val().is_one():
-            raise NotImplementedError(f"grid bound {aff} is not a plain affine function")
+    """Blocks needed along one axis, as a C expression over the parameters: for an
+    upper bound ``N / D`` of the shifted coordinate (one per piece of ``extent``),
+    ``floor(N / (D * tile)) + 1`` written as ``max(N + D * tile, 0) / (D * tile)``, and
+    at least one block."""
+    counts = []
+    for _, aff in extent.get_pieces():
+        coeffs, const = _linear_bound(aff, upper=True)
+        denominator = math.lcm(const.denominator, *(v.denominator for v in coeffs.values()))
+        divisor = denominator * tile
         terms = []
-        for k in range(aff.dim(isl.dim_type.param)):
-            c = aff.get_coefficient_val(isl.dim_type.param, k).to_python()
-            if c:
-                name = aff.get_dim_name(isl.dim_type.param, k)
-                terms.append(f"{c} * {name}" if c != 1 else name)
-        constant = aff.get_constant_val().to_python() + 1
-        if constant or not terms:
-            terms.append(str(constant))
-        texts.append(" + ".join(terms).replace("+ -", "- "))
-    text = texts[0]
-    for t in texts[1:]:
-        text = f"max({text}, {t})"
-    return f"(max({text}, 0) + {tile - 1}) / {tile}"
+        for name, v in coeffs.items():
+            c = int(v * denominator)
+            terms.append(name if c == 1 else f"{c} * {name}")
+        terms.append(str(int(const * denominator) + divisor))
+        numerator = " + ".join(terms).replace("+ -", "- ")
+        counts.append(f"max({numerator}, 0) / {divisor}")
+    text = counts[0]
+    for c in counts[1:]:
+        text = f"max({text}, {c})"
+    return f"max({text}, 1)"  # a launch needs a block even when the domain is empty
 
 
 def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "") -> KernelProgram:

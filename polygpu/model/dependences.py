@@ -75,9 +75,24 @@ def _reverse_time(schedule: isl.UnionMap) -> isl.UnionMap:
 
 
 def _last_source(sinks, sources, schedule) -> isl.UnionMap:
-    """For each sink instance, the last source instance before it touching the same element."""
-    info = isl.UnionAccessInfo.from_sink(sinks).set_must_source(sources)
-    return info.set_schedule_map(schedule).compute_flow().get_must_dependence()
+    """For each sink instance, the last source instance before it touching the same
+    element, as ``{ source -> sink }``: isl's dataflow analysis, or the same question
+    posed as a parametric lexicographic maximum where isl's ``compute_flow`` fails
+    (it does on some strided, disjunctive domains)."""
+    try:
+        info = isl.UnionAccessInfo.from_sink(sinks).set_must_source(sources)
+        return info.set_schedule_map(schedule).compute_flow().get_must_dependence()
+    except isl.Error:
+        return last_source_by_lexmax(sinks, sources, schedule)
+
+
+def last_source_by_lexmax(sinks, sources, schedule) -> isl.UnionMap:
+    """``_last_source`` from first principles: among the source instances that touch a
+    sink's element strictly earlier, the one with the lexicographically largest time."""
+    same_element = sinks.apply_range(sources.reverse())  # sink -> source
+    earlier = same_element.intersect(schedule.lex_gt_union_map(schedule))
+    last_time = earlier.apply_range(schedule).lexmax()  # sink -> time of its last source
+    return last_time.apply_range(schedule.reverse()).reverse().coalesce()
 
 
 def _split(kind: str, array: str, umap: isl.UnionMap) -> list[Dependence]:
@@ -103,13 +118,19 @@ def compute_dependences(scop: Scop) -> Dependences:
     backwards = _reverse_time(schedule)
     items: list[Dependence] = []
     for array in scop.arrays:
-        reads = scop.access_map("read", array.name)
         writes = scop.access_map("write", array.name)
         if writes.is_empty():
             continue  # read-only: no dependence at all
-        items += _split("flow", array.name, _last_source(reads, writes, schedule))
-        # anti: in reversed time the "last" write before a read is the first one after it
-        items += _split("anti", array.name, _last_source(reads, writes, backwards).reverse())
+        flow = anti = isl.UnionMap.empty(scop.context.get_space())
+        # one read reference at a time: exact all the same (each read has its own last
+        # writer), and it avoids an isl failure on unions of reads with strided domains
+        for read in (a for a in scop.accesses if a.kind == "read" and a.array == array.name):
+            sink = isl.UnionMap.from_map(read.relation)
+            flow = flow.union(_last_source(sink, writes, schedule))
+            # anti: in reversed time the "last" write before a read is the first one after
+            anti = anti.union(_last_source(sink, writes, backwards).reverse())
+        items += _split("flow", array.name, flow)
+        items += _split("anti", array.name, anti)
         items += _split("output", array.name, _last_source(writes, writes, schedule))
     order = {name: k for k, name in enumerate(s.name for s in scop.statements)}
     items.sort(key=lambda d: (KINDS.index(d.kind), order[d.source], order[d.sink], d.array))

@@ -106,7 +106,7 @@ def prove_legal(deps: Dependences, es: ExecutionSchedule) -> None:
 def _padded(umap: isl.UnionMap, width: int, prefix: list[int]) -> isl.UnionMap:
     """Each map of ``umap`` with constant ``prefix`` dims before and zeros after, so
     that all have ``len(prefix) + width`` output dimensions."""
-    result = None
+    result = isl.UnionMap.empty(umap.get_space())
     for m in maps_of(umap):
         n = m.dim(isl.dim_type.out)
         m = m.insert_dims(isl.dim_type.out, 0, len(prefix))
@@ -116,8 +116,7 @@ def _padded(umap: isl.UnionMap, width: int, prefix: list[int]) -> isl.UnionMap:
         for k in range(len(prefix) + n, len(prefix) + width):
             m = m.fix_val(isl.dim_type.out, k, isl.Val(0))
         m = m.reset_tuple_id(isl.dim_type.out)
-        u = isl.UnionMap.from_map(m)
-        result = u if result is None else result.union(u)
+        result = result.union(isl.UnionMap.from_map(m))
     return result
 
 

@@ -111,7 +111,8 @@ class TiledKernel:
     threads: tuple[int, ...]  # per mapped dim, x first
     extent: tuple[isl.PwAff, ...]
     local_names: tuple[str, ...] = field(default=())
-    unroll: int = 1
+    unroll: int = 1  # #pragma unroll factor for the innermost loops
+    unroll_dims: tuple[int, ...] = ()  # local dims to unroll completely (register tiles)
 
 
 def _pieces(umap: isl.UnionMap) -> dict[str, isl.Map]:
@@ -174,6 +175,7 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
             j = loop_dims[0]
             theta = theta[:j] + [theta[j].scale_down_val(isl.Val(variant.time_tile)).floor()
                                  ] + theta[j:]
+        points = points[::-1]  # a thread's own points: outer axis first, x innermost
         local = outer_space + (theta + points if variant.jam else points + theta)
         per_statement.append(map_from_pw_affs(blocks + thread_ids + local, domain, None))
     schedule = None
@@ -193,6 +195,7 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         local_names=_local_names(scop, n_seq_space, n_mapped,
                                  kernel.n_time + (1 if strip else 0), variant.jam),
         unroll=variant.unroll,
+        unroll_dims=tuple(range(n_local - n_mapped, n_local)) if variant.jam else (),
     )
 
 
@@ -210,7 +213,7 @@ def _local_names(scop, n_seq_space, n_mapped, n_time, jam) -> tuple[str, ...]:
     """Readable iterator names for the thread-local loops."""
     taken = set(scop.signature)
     names = [f"s{d}" for d in range(n_seq_space)]
-    points = [f"r{'xyz'[k]}" for k in range(n_mapped)]
+    points = [f"r{'xyz'[k]}" for k in reversed(range(n_mapped))]
     times = [f"c{j}" for j in range(n_time)]
     ordered = names + (times + points if jam else points + times)
     return tuple(n if n not in taken else f"{n}_" for n in ordered)

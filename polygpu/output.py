@@ -1,0 +1,87 @@
+"""What ``polygpu compile`` writes: ``FUNCTION.cu`` and ``FUNCTION.json``.
+
+Files appear whole or not at all: each is written to a temporary file in the output
+directory and renamed into place only after both are complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from polygpu import __version__
+from polygpu.errors import PolygpuError
+from polygpu.pipeline import Compiled
+
+
+def compile_json(c: Compiled, params: dict[str, int]) -> dict[str, Any]:
+    scop = c.analysis.scop
+    unknown = set(params) - set(scop.parameters)
+    if unknown:
+        raise PolygpuError(f"-p: {', '.join(sorted(unknown))} is not an integer parameter "
+                           f"of {scop.function} (parameters: {', '.join(scop.parameters)})")
+    return {
+        "polygpu": __version__,
+        "function": scop.function,
+        "source": c.spec,
+        "parameters": {name: params.get(name) for name in scop.parameters},
+        "variant": c.variant.to_json(),
+        "arguments": [
+            {"name": a.name, "kind": a.kind, "dtype": a.dtype, "shape": list(a.shape)}
+            for a in c.program.arguments
+        ],
+        "kernels": [
+            {
+                "name": launch.kernel,
+                "statements": list(k.statements),
+                "grid": list(launch.grid),
+                "block": list(launch.block),
+                "schedule": str(k.schedule),
+            }
+            for launch, k in zip(c.program.launches, c.kernels, strict=True)
+        ],
+        "schedule": {
+            "origin": c.transformation.origin,
+            "candidates": len(c.candidates),
+            "kernels": [
+                {"statements": list(k.statements), "space": str(k.space), "time": str(k.time)}
+                for k in c.transformation.kernels
+            ],
+        },
+        "placement": [
+            {"statement": p.statement, "ref": p.ref, "array": p.array, "access": p.access,
+             "kind": p.kind, "placement": p.placement, "candidate": p.candidate}
+            for p in c.placement
+        ],
+    }
+
+
+def write_outputs(outdir: str, c: Compiled, description: dict[str, Any]) -> list[Path]:
+    directory = Path(outdir)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise PolygpuError(f"{outdir}: cannot create the output directory ({err.strerror})"
+                           ) from None
+    contents = {
+        directory / f"{c.program.function}.cu": c.program.source,
+        directory / f"{c.program.function}.json": json.dumps(description, indent=2) + "\n",
+    }
+    staged = []
+    try:
+        for path, text in contents.items():
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.")
+            staged.append((tmp, path))
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except OSError as err:
+        for tmp, _ in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        raise PolygpuError(f"{outdir}: cannot write the output ({err.strerror})") from None
+    return list(contents)

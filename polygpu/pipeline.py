@@ -1,0 +1,91 @@
+"""The whole pipeline for one region, stage after stage: what ``compile`` and ``check`` run.
+
+frontend -> model (+ analysis) -> scheduler candidates -> tiling/mapping (proven legal)
+-> CUDA.  Every intermediate result is kept in :class:`Compiled` so the CLI can explain
+each decision (``--json``) and the runtimes can check the output against the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from polygpu.codegen.cuda import generate
+from polygpu.codegen.program import KernelProgram
+from polygpu.errors import PolygpuError
+from polygpu.frontend import load
+from polygpu.model.analysis import Analysis, analyze
+from polygpu.model.build import build_scop
+from polygpu.schedule.candidates import candidates
+from polygpu.schedule.tiling import TiledKernel, Variant, tile
+from polygpu.schedule.transformation import Transformation
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one reference's data is accessed from in the emitted code."""
+
+    statement: str
+    ref: int
+    array: str
+    access: str  # the reference as written
+    kind: str  # 'read' | 'write'
+    placement: str  # 'global-coalesced' | 'global' | 'shared' | 'register' | 'constant'
+    candidate: str  # what the reuse analysis suggests for the memory stage
+
+
+@dataclass(frozen=True)
+class Compiled:
+    spec: str
+    analysis: Analysis
+    candidates: tuple[Transformation, ...]
+    transformation: Transformation
+    variant: Variant
+    kernels: tuple[TiledKernel, ...]
+    program: KernelProgram
+    placement: tuple[Placement, ...]
+
+
+def placements(an: Analysis, tr: Transformation) -> tuple[Placement, ...]:
+    """Per-reference placement under ``tr``.  Until the memory stage exists every
+    reference is read from global memory, coalesced where the transformation says so;
+    the reuse analysis' suggestion is reported alongside."""
+    coalesced = set(tr.coalesced)
+    return tuple(
+        Placement(
+            statement=a.statement, ref=a.ref, array=a.array, access=a.text, kind=a.kind,
+            placement="global-coalesced" if (a.statement, a.ref) in coalesced else "global",
+            candidate=an.reuse_of(a.statement, a.ref).candidate,
+        )
+        for a in an.scop.accesses
+    )
+
+
+def compile_region(
+    spec: str,
+    function: str | None = None,
+    variant: Variant | None = None,
+    defines: Sequence[str] = (),
+    include_dirs: Sequence[str] = (),
+) -> Compiled:
+    """Run the pipeline on ``spec`` (``file.c[:function]`` or ``module.py:function``)."""
+    variant = variant or Variant()
+    an = analyze(build_scop(load(spec, function, defines, include_dirs)))
+    found = candidates(an)
+    if variant.candidate >= len(found):
+        raise PolygpuError(f"variant: candidate {variant.candidate} does not exist "
+                           f"(the scheduler found {len(found)}: 0..{len(found) - 1})")
+    tr = found[variant.candidate]
+    kernels = tile(an.scop, an.dependences, tr, variant)
+    comment = describe(tr, variant)
+    return Compiled(spec, an, found, tr, variant, kernels,
+                    generate(an.scop, kernels, comment), placements(an, tr))
+
+
+def describe(tr: Transformation, variant: Variant) -> str:
+    """The transformation in words, for the header of the generated file."""
+    lines = [f"transformation ({tr.origin}), variant {variant.to_json()}"]
+    for k, kernel in enumerate(tr.kernels):
+        lines.append(f"kernel {k}: space {kernel.space}")
+        lines.append(f"          time  {kernel.time}")
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""Run a KernelProgram on the CPU, through the CUDA emulation header.
+
+The program's CUDA text is compiled as C++20 by g++ after ``cuda_emulation.h``, together
+with a generated host function::
+
+    extern "C" int polygpu_run(<the original arguments, in signature order>)
+
+that evaluates each launch's grid expressions in C and runs the launches in order through
+``polygpu_emulate_launch``.  The library is cached by a hash of its full text, so a program
+is compiled once; it is called with ctypes on numpy arrays, which it updates in place.
+
+Launches run their blocks' threads as std::threads only when the program calls
+``__syncthreads()``; otherwise each block's threads run one after another, a schedule CUDA
+allows for code without barriers and much cheaper to emulate.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from polygpu.codegen.program import KernelProgram
+from polygpu.frontend.ir import DTYPES
+from polygpu.runtime import compiler, grid
+from polygpu.runtime.arguments import bind
+from polygpu.runtime.grid import LaunchError
+
+HEADER = Path(__file__).with_name("cuda_emulation.h")
+FLAGS = ("-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", "-fmax-errors=10")
+
+_CTYPES = {
+    "float32": ctypes.c_float,
+    "float64": ctypes.c_double,
+    "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64,
+}
+
+# `extern __shared__ T name[];` (dynamic shared memory) cannot become a static array of unknown
+# size: it becomes a pointer into the launch's dynamic shared buffer.
+_DYNAMIC_SHARED = re.compile(
+    r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?"
+    r"(?P<type>[A-Za-z_][\w\s]*?)\s*(?:__align__\s*\(\s*\d+\s*\)\s*)?"
+    r"(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;"
+)
+
+
+def host_source(program: KernelProgram) -> str:
+    """The complete C++ translation unit compiled for ``program``."""
+    for launch in program.launches:
+        for e in launch.grid:
+            unknown = grid.names(e) - set(program.parameters)
+            if unknown:
+                raise grid.GridExpressionError(
+                    f"grid expression {e!r} of {launch.kernel}: {', '.join(sorted(unknown))} "
+                    "is not an integer parameter"
+                )
+    source = _DYNAMIC_SHARED.sub(
+        lambda m: f"{m['type']} *{m['name']} = "
+        f"reinterpret_cast<{m['type']} *>(polygpu_emu::dynamic_shared);",
+        program.source,
+    )
+    concurrent = "true" if "__syncthreads" in program.source else "false"
+    params = ", ".join(
+        f"{DTYPES[a.dtype][0]} {'*' if a.kind == 'array' else ''}{a.name}"
+        for a in program.arguments
+    )
+    names = ", ".join(a.name for a in program.arguments)
+    body = []
+    for k, launch in enumerate(program.launches):
+        g = [f"(long long)({e})" for e in launch.grid]
+        b = ", ".join(map(str, launch.block))
+        body.append(
+            f"    // launch {k}\n"
+            f"    g0 = {g[0]}; g1 = {g[1]}; g2 = {g[2]};\n"
+            f"    if (g0 < 1 || g1 < 1 || g2 < 1 || g0 > 2147483647LL || g1 > 65535 || g2 > 65535)"
+            f"\n        return polygpu_emu::bad_grid(\"{launch.kernel}\", g0, g1, g2);\n"
+            f"    if (polygpu_emulate_launch(\"{launch.kernel}\", {launch.kernel}, "
+            f"dim3(g0, g1, g2), dim3({b}), {launch.shared_bytes}, {concurrent}"
+            f"{', ' if names else ''}{names}))\n"
+            "        return 1;\n"
+        )
+    return (
+        HEADER.read_text()
+        + f'\n#line 1 "{program.function}.cu"\n'
+        + source
+        + '\n#line 1 "polygpu_run.cpp"\n'
+        + 'extern "C" const char *polygpu_last_error() { return polygpu_emu::last_error; }\n'
+        + f'extern "C" int polygpu_run({params}) {{\n'
+        + "    long long g0, g1, g2;\n"
+        + "".join(body)
+        + "    return 0;\n}\n"
+    )
+
+
+@dataclass(frozen=True)
+class CpuProgram:
+    """A KernelProgram compiled for the CPU emulator."""
+
+    program: KernelProgram
+    library: Path
+
+    def run(self, values: Mapping[str, object]) -> None:
+        """Run every launch in order on ``values`` (name -> int/float or numpy array); arrays
+        are updated in place."""
+        bound = bind(self.program, values)
+        lib = compiler.load_library(self.library)
+        fn = lib.polygpu_run
+        fn.restype = ctypes.c_int
+        fn.argtypes = [
+            ctypes.c_void_p if b.argument.kind == "array" else _CTYPES[b.argument.dtype]
+            for b in bound
+        ]
+        args = [
+            b.value.ctypes.data if b.argument.kind == "array" else b.value.item() for b in bound
+        ]
+        if fn(*args) != 0:
+            lib.polygpu_last_error.restype = ctypes.c_char_p
+            raise LaunchError(f"{self.program.function}: {lib.polygpu_last_error().decode()}")
+
+
+def compile_program(program: KernelProgram) -> CpuProgram:
+    """Compile ``program`` for the emulator (or take it from the cache)."""
+    library = compiler.build_shared_library(
+        host_source(program), "g++", FLAGS, stem=f"cpu-{program.function}", suffix=".cpp",
+        what=f"the CUDA program of {program.function} for the CPU emulator",
+    )
+    return CpuProgram(program, library)
+
+
+def run_program(program: KernelProgram, values: Mapping[str, object]) -> None:
+    """Compile (once) and run ``program`` on the CPU; arrays in ``values`` are updated."""
+    compile_program(program).run(values)

@@ -1,0 +1,114 @@
+"""Which array elements a region writes, and which of those it never reads first.
+
+An element the region writes without reading its initial value first (``x`` in ``mv``,
+set to 0 before it is accumulated) holds no information on entry: the generated code
+must produce it.  The checker poisons exactly these elements (NaN) in the kernel's input,
+so a kernel that forgets to write one, or reads it before writing it, cannot pass by luck.
+
+Both sets are exact (isl), at the level of single elements:
+
+* *written*: the union of the ranges of the write accesses;
+* *live-in*: the elements some read sees with no earlier write in the original order
+  (the reads with no source in isl's dataflow analysis, ``get_must_no_source``);
+* *poisoned* = written - live-in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import islpy as isl
+import numpy as np
+
+from polygpu.errors import PolygpuError
+from polygpu.model.scop import Scop
+
+
+@dataclass(frozen=True)
+class ArrayFootprint:
+    """Parametric sets of one argument array's elements, e.g. ``[n] -> { x[i] : ... }``."""
+
+    written: isl.Set
+    live_in: isl.Set
+
+    @property
+    def poisoned(self) -> isl.Set:
+        return self.written.subtract(self.live_in)
+
+
+def footprints(scop: Scop) -> dict[str, ArrayFootprint]:
+    """Written and live-in elements of every argument array of ``scop``."""
+    reads = scop.access_map("read")
+    writes = scop.access_map("write")
+    flow = (
+        isl.UnionAccessInfo.from_sink(reads)
+        .set_must_source(writes)
+        .set_schedule_map(scop.schedule)
+        .compute_flow()
+    )
+    written = _by_array(writes.range())
+    live_in = _by_array(flow.get_must_no_source().range())
+    out = {}
+    for a in scop.arrays:
+        if a.kind != "argument":
+            continue
+        empty = isl.Set.empty(a.extent.get_space())
+        out[a.name] = ArrayFootprint(
+            written=written.get(a.name, empty).coalesce(),
+            live_in=live_in.get(a.name, empty).coalesce(),
+        )
+    return out
+
+
+def _by_array(uset: isl.UnionSet) -> dict[str, isl.Set]:
+    sets = uset.get_set_list()
+    return {
+        s.get_tuple_name(): s for s in (sets.get_at(k) for k in range(sets.n_set()))
+    }
+
+
+def at_parameters(s: isl.Set, params: Mapping[str, int]) -> isl.Set:
+    """``s`` with its parameters fixed to ``params`` and then removed."""
+    n = s.dim(isl.dim_type.param)
+    for k in range(n):
+        name = s.get_dim_name(isl.dim_type.param, k)
+        if name not in params:
+            raise PolygpuError(f"missing parameter {name}; give it with -p {name}=VALUE")
+        s = s.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(s.get_ctx(), int(params[name])))
+    return s.project_out(isl.dim_type.param, 0, n)
+
+
+def mask(s: isl.Set, params: Mapping[str, int], shape: tuple[int, ...]) -> np.ndarray:
+    """A boolean array of ``shape``: True at the points of ``s`` (at ``params``).
+
+    Points outside the array's extent (accesses the model reports as out of bounds) are
+    dropped.  Empty sets and whole boxes, the common cases, are recognised without
+    enumerating points.
+    """
+    s = at_parameters(s, params).coalesce()
+    if s.is_empty():
+        return np.zeros(shape, dtype=bool)
+    box = isl.Set.universe(s.get_space())
+    for k, extent in enumerate(shape):
+        box = box.lower_bound_val(isl.dim_type.set, k, isl.Val.int_from_si(s.get_ctx(), 0))
+        box = box.upper_bound_val(
+            isl.dim_type.set, k, isl.Val.int_from_si(s.get_ctx(), extent - 1)
+        )
+    s = s.intersect(box)
+    if s.is_equal(box):
+        return np.ones(shape, dtype=bool)
+    result = np.zeros(shape, dtype=bool)
+    points: list[tuple[int, ...]] = []
+    rank = len(shape)
+
+    def add(p: isl.Point) -> None:
+        points.append(
+            tuple(p.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(rank))
+        )
+
+    s.foreach_point(add)
+    if points:
+        result[tuple(np.array(points).T)] = True
+    return result
+

@@ -1,0 +1,232 @@
+"""The sequential reference: the user's original function, run as written.
+
+**C input.**  The original file is compiled with ``gcc -O1 -shared -fPIC`` (with the
+user's ``-D``/``-I``) into the cache and the function is called by name through ctypes.
+C99 array parameters (``float a[n][n]``) are plain pointers in the ABI, so numpy arrays
+pass as addresses; ``int`` -> c_int, ``long``/``long long`` -> 64-bit, ``float`` -> c_float,
+``double`` -> c_double.  A small prelude supplies what the input language lets a kernel call
+without declaring it: ``min``/``max``/``MIN``/``MAX`` (2 to 4 arguments, integer or float)
+and ``rsqrtf``/``rsqrt``.
+
+**Float64 reference for float32 code.**  The file is compiled a second time with every
+``float`` read as ``double`` and every ``f``-suffixed math function (``sqrtf``, ``expf``, ...)
+mapped to its double version.  This is sound for the input language: ``float`` occurs there
+only as a type name (of arrays, scalar parameters, temporaries and casts), bodies are
+arithmetic on values and calls to pure math functions, and the frontend rejects what could
+observe a type's representation (pointers, ``sizeof``, unions, I/O, calls with effects).  So
+the substitution yields the same computation with 53-bit instead of 24-bit rounding -- the
+exact-arithmetic result the float32 program approximates, which is what a transformed
+kernel (summing in another order) must be compared against.  Unlike a bare
+``-Dfloat=double``, the substitution is made *after* the system headers are included, so
+glibc's ``float sqrtf(float)`` keeps its real type (with ``-Dfloat=double`` a call would pass
+a double where the library reads a float).  ``f``-suffixed literals stay float constants,
+the same values the kernel sees.  If the file does not compile that way (code outside the
+region that depends on ``float`` itself), the float32 build is used and the run says so.
+
+**Python input.**  The module is imported from its path and the function called with
+float64 numpy arrays (``@affine`` functions are unwrapped to the plain function).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from polygpu.errors import PolygpuError
+from polygpu.frontend import ir
+from polygpu.runtime import compiler
+
+FLAGS = ("-O1", "-shared", "-fPIC", "-w", "-Werror=implicit-function-declaration")
+
+# sqrtf -> sqrt, ..., erff -> erf (erf itself ends in f but "er" is no function)
+_F32_FUNCTIONS = sorted(
+    f for f in ir.PURE_FUNCTIONS if f.endswith("f") and f[:-1] in ir.PURE_FUNCTIONS
+)
+
+_HEADERS = """#include <assert.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+"""
+
+_EXTRAS = """typedef float polygpu_f32;
+static inline long long polygpu_llmin(long long a, long long b) { return a < b ? a : b; }
+static inline long long polygpu_llmax(long long a, long long b) { return a < b ? b : a; }
+#define POLYGPU_PICK(_1, _2, _3, _4, NAME, ...) NAME
+#define POLYGPU_MIN2(a, b) _Generic((a) + (b), polygpu_f32: fminf, double: fmin, \\
+    long double: fminl, default: polygpu_llmin)(a, b)
+#define POLYGPU_MAX2(a, b) _Generic((a) + (b), polygpu_f32: fmaxf, double: fmax, \\
+    long double: fmaxl, default: polygpu_llmax)(a, b)
+#define POLYGPU_MIN3(a, b, c) POLYGPU_MIN2(POLYGPU_MIN2(a, b), c)
+#define POLYGPU_MAX3(a, b, c) POLYGPU_MAX2(POLYGPU_MAX2(a, b), c)
+#define POLYGPU_MIN4(a, b, c, d) POLYGPU_MIN2(POLYGPU_MIN3(a, b, c), d)
+#define POLYGPU_MAX4(a, b, c, d) POLYGPU_MAX2(POLYGPU_MAX3(a, b, c), d)
+#define min(...) POLYGPU_PICK(__VA_ARGS__, POLYGPU_MIN4, POLYGPU_MIN3, POLYGPU_MIN2, -)(__VA_ARGS__)
+#define max(...) POLYGPU_PICK(__VA_ARGS__, POLYGPU_MAX4, POLYGPU_MAX3, POLYGPU_MAX2, -)(__VA_ARGS__)
+#ifndef MIN
+#define MIN min
+#endif
+#ifndef MAX
+#define MAX max
+#endif
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+"""
+
+_AS_DOUBLE = "#define float double\n" + "".join(
+    f"#define {f} {f[:-1]}\n" for f in _F32_FUNCTIONS
+)
+
+_CTYPES = {
+    "float32": ctypes.c_float,
+    "float64": ctypes.c_double,
+    "int32": ctypes.c_int32,
+    "int64": ctypes.c_int64,
+}
+
+
+@dataclass(frozen=True)
+class ReferenceRun:
+    """How the reference ran: ``precision`` of its float arithmetic ('float64' or, after a
+    fallback, 'float32') and ``note`` saying why when it is not float64."""
+
+    precision: str
+    note: str = ""
+
+
+def run_reference(
+    program: ir.Program,
+    values: Mapping[str, object],
+    defines: Sequence[str] = (),
+    include_dirs: Sequence[str] = (),
+) -> ReferenceRun:
+    """Run ``program``'s original function on ``values`` (name -> Python scalar or numpy
+    array), updating the arrays in place.  Float arrays must be float64, integer arrays of
+    their own dtype."""
+    for a in program.arrays:
+        v = values[a.name]
+        want = np.float64 if a.dtype.startswith("float") else np.dtype(a.dtype)
+        if not isinstance(v, np.ndarray) or v.dtype != want or not v.flags.c_contiguous:
+            raise TypeError(f"reference: {a.name} must be a C-contiguous {np.dtype(want)} array")
+    if program.language == "python":
+        _run_python(program, values)
+        return ReferenceRun("float64")
+    return _run_c(program, values, defines, include_dirs)
+
+
+# --------------------------------------------------------------------------
+# Python
+# --------------------------------------------------------------------------
+
+
+def python_function(program: ir.Program):
+    """The plain Python function behind ``program`` (imported from its file)."""
+    path = os.path.abspath(program.file)
+    name = f"_polygpu_reference_{compiler.source_hash(path)}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise PolygpuError(f"{program.file}: cannot import")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn = getattr(module, program.name)
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return fn
+
+
+def _run_python(program: ir.Program, values: Mapping[str, object]) -> None:
+    fn = python_function(program)
+    fn(*[values[name] for name in program.signature])
+
+
+# --------------------------------------------------------------------------
+# C
+# --------------------------------------------------------------------------
+
+
+def _run_c(program, values, defines, include_dirs) -> ReferenceRun:
+    try:
+        library = _build_c(program, defines, include_dirs, as_double=True)
+        run = ReferenceRun("float64")
+    except compiler.CompileError as e:
+        library = _build_c(program, defines, include_dirs, as_double=False)
+        first = next((x for x in str(e).splitlines() if "error" in x), "")
+        run = ReferenceRun(
+            "float32",
+            f"{program.file} does not compile with float read as double ({first.strip()}); "
+            "the reference computes in float32",
+        )
+    float_type = np.float64 if run.precision == "float64" else np.float32
+    args, argtypes, copies = [], [], []
+    arrays = {a.name: a for a in program.arrays}
+    scalars = {s.name: s for s in program.params}
+    for name in program.signature:
+        if name in arrays:
+            v = values[name]
+            if arrays[name].dtype == "float32" and float_type is np.float32:
+                c = np.ascontiguousarray(v, dtype=np.float32)
+                copies.append((v, c))
+                v = c
+            args.append(v.ctypes.data)
+            argtypes.append(ctypes.c_void_p)
+        else:
+            dtype = scalars[name].dtype
+            ctype = ctypes.c_double if dtype == "float32" and run.precision == "float64" else (
+                _CTYPES[dtype]
+            )
+            args.append(values[name])
+            argtypes.append(ctype)
+    fn = getattr(compiler.load_library(library), program.name, None)
+    if fn is None:
+        raise PolygpuError(f"{program.file}: function {program.name} is not exported (static?)")
+    fn.restype = None
+    fn.argtypes = argtypes
+    fn(*args)
+    for original, c in copies:
+        original[...] = c
+    return run
+
+
+def _build_c(program, defines, include_dirs, as_double: bool):
+    """Preprocess (to hash exactly what is compiled, headers included), then compile.
+
+    The prelude's min/max macros would break a file that defines functions of those names,
+    so a failed build is retried without them.
+    """
+    gcc, _ = compiler.find_compiler("gcc")
+    flags = ["-D" + d.removeprefix("-D") for d in defines]
+    flags += ["-I" + i.removeprefix("-I") for i in include_dirs]
+    path = os.path.abspath(program.file)
+    what = f"{program.file} (the reference{', float read as double' if as_double else ''})"
+    errors = None
+    for extras in (_EXTRAS, ""):
+        wrapper = _HEADERS + extras + (_AS_DOUBLE if as_double else "") + f'#include "{path}"\n'
+        pre = subprocess.run(
+            [gcc, "-E", *flags, "-x", "c", "-"], input=wrapper, capture_output=True, text=True,
+            env=compiler.C_LOCALE,
+        )
+        if pre.returncode != 0:
+            raise compiler.CompileError(
+                f"cannot preprocess {program.file}; gcc says:\n" + compiler.first_errors(pre.stderr)
+            )
+        try:
+            return compiler.build_shared_library(
+                pre.stdout, "gcc", ("-x", "cpp-output", *FLAGS),
+                stem=f"ref-{program.name}-{'f64' if as_double else 'f32'}", suffix=".i",
+                what=what,
+            )
+        except compiler.CompileError as e:
+            errors = errors or e
+    raise errors

@@ -1,0 +1,70 @@
+"""``polygpu compile``: files written whole, JSON description, clean errors, nvcc-clean."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NVCC = shutil.which("nvcc")
+
+
+def polygpu(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "polygpu", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("spec", ["kernels/mv.c", "kernels/tmv.py:tmv", "kernels/mvt.c",
+                                  "kernels/mm.c"])
+def test_compile_writes_cuda_and_json(tmp_path, spec):
+    result = polygpu("compile", spec, "-p", "n=4096", "-o", str(tmp_path), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    name = data["function"]
+    assert json.loads((tmp_path / f"{name}.json").read_text()) == data
+    source = (tmp_path / f"{name}.cu").read_text()
+    assert data["parameters"] == {"n": 4096}
+    assert data["kernels"] and all(k["name"] in source for k in data["kernels"])
+    assert {p["placement"] for p in data["placement"]} <= {"global", "global-coalesced"}
+    assert data["schedule"]["origin"] in ("adjacency", "isl", "original", "sequential")
+    if NVCC:
+        out = subprocess.run([NVCC, "-arch=sm_90", "-Werror", "all-warnings", "-c",
+                              str(tmp_path / f"{name}.cu"), "-o", str(tmp_path / "k.o")],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+
+
+def test_tmv_reads_a_coalesced_and_mv_does_not(tmp_path):
+    def placement(spec, access):
+        data = json.loads(polygpu("compile", spec, "-o", str(tmp_path), "--json").stdout)
+        (p,) = [p for p in data["placement"] if p["access"] == access]
+        return p["placement"]
+
+    assert placement("kernels/tmv.c", "a[j][i]") == "global-coalesced"
+    assert placement("kernels/mv.c", "a[i][j]") == "global"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["-p", "n"], "expected NAME=INTEGER"),
+    (["-p", "m=3"], "not an integer parameter"),
+    (["--variant", "{bad"], "not valid JSON"),
+    (["--tile", "64", "--threads", "128"], "threads <= tile"),
+    (["--candidate", "99"], "does not exist"),
+])
+def test_bad_options_are_clean_errors_and_write_nothing(tmp_path, args, message):
+    out = tmp_path / "out"
+    result = polygpu("compile", "kernels/mv.c", "-o", str(out), *args)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_bad_input_writes_nothing(tmp_path):
+    result = polygpu("compile", "tests/bad_inputs/while_loop.c", "-o", str(tmp_path / "o"))
+    assert result.returncode == 2 and result.stderr.startswith("tests/bad_inputs/while_loop.c:")
+    assert not (tmp_path / "o").exists()
