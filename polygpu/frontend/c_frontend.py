@@ -665,7 +665,8 @@ class _Translator:
         step = self.loop_step(node.next, iterator)
         body = self.statement(node.stmt)
         self.active.pop()
-        return For(iterator, init, cond, step, tuple(body), loc)
+        declared_here = isinstance(node.init, c_ast.DeclList)
+        return For(iterator, init, cond, step, tuple(body), loc, declared_here)
 
     def bound_ctx(self, node: c_ast.Node) -> _IntCtx:
         return _IntCtx(

@@ -328,6 +328,9 @@ class For:
     step: int
     body: tuple[Node, ...]
     loc: SourceLoc
+    # C: the iterator is declared in the loop header (``for (int i = ...``), so it is
+    # private to the loop; Python iterators are always local to the function
+    declares_iterator: bool = False
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ import numpy as np
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir, load
+from polygpu.model.analysis import analyze
 from polygpu.model.scop import Scop
 from polygpu.runtime import footprint, inputs, reference
 
@@ -87,7 +88,8 @@ def check_program(
     for a in source.arrays:
         v = values[a.name]
         ref_values[a.name] = v.astype(np.float64) if v.dtype.kind == "f" else v.copy()
-    ref_run = reference.run_reference(source, ref_values, defines, include_dirs)
+    ref_run = reference.run_reference(source, ref_values, defines, include_dirs,
+                                      parallel_loops(scop, source))
 
     # the kernel: poisoned inputs inside red zones
     kernel_in = {a.name: _poisoned_copy(values[a.name], poisoned[a.name]) for a in source.arrays}
@@ -206,6 +208,33 @@ def _compare(a: ir.ArrayDecl, got, given, ref, written, poisoned, buf, pad):
         idx = np.unravel_index(int(np.argmax(err)), err.shape)
         best = f"{name}{list(map(int, idx))} error {max_err:.2g} <= {rtol:g}"
     return max_err, problems, best
+
+
+def parallel_loops(scop: Scop, source: ir.Program) -> tuple[reference.ParallelLoop, ...]:
+    """The outermost loops of a C region that carry no dependence: the reference may run
+    their iterations on several CPU threads with bit-identical results."""
+    if source.language != "c":
+        return ()
+    status = {lp.loop: lp.parallel for lp in analyze(scop).loops}
+    outer = {n.loc.line: n for n in source.body if isinstance(n, ir.For)}
+    result = []
+    for loop in scop.loops:
+        node = outer.get(loop.loc.line)
+        if loop.depth == 0 and status[loop.id] and node is not None:
+            private = sorted({f.iterator for f in _inner_loops(node.body)
+                              if not f.declares_iterator})
+            result.append(reference.ParallelLoop(loop.loc.line, tuple(private)))
+    return tuple(result)
+
+
+def _inner_loops(nodes):
+    for n in nodes:
+        if isinstance(n, ir.For):
+            yield n
+            yield from _inner_loops(n.body)
+        elif isinstance(n, ir.If):
+            yield from _inner_loops(n.then)
+            yield from _inner_loops(n.else_)
 
 
 def _first(mask: np.ndarray) -> tuple[int, ...]:

@@ -1,6 +1,6 @@
 """The sequential reference: the user's original function, run as written.
 
-**C input.**  The original file is compiled with ``gcc -O1 -shared -fPIC`` (with the
+**C input.**  The original file is compiled with ``gcc -O3 -shared -fPIC`` (with the
 user's ``-D``/``-I``) into the cache and the function is called by name through ctypes.
 C99 array parameters (``float a[n][n]``) are plain pointers in the ABI, so numpy arrays
 pass as addresses; ``int`` -> c_int, ``long``/``long long`` -> 64-bit, ``float`` -> c_float,
@@ -42,7 +42,11 @@ from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
 from polygpu.runtime import compiler
 
-FLAGS = ("-O1", "-shared", "-fPIC", "-w", "-Werror=implicit-function-declaration")
+# -O3 without -ffast-math keeps every floating-point operation and its order (gcc does not
+# reassociate or contract without FMA in the target); its loop interchange makes the
+# reference of a large mm minutes faster, which is what GPU-sized checks need
+FLAGS = ("-O3", "-fno-fast-math", "-shared", "-fPIC", "-w",
+         "-Werror=implicit-function-declaration")
 
 # sqrtf -> sqrt, ..., erff -> erf (erf itself ends in f but "er" is no function)
 _F32_FUNCTIONS = sorted(
@@ -106,15 +110,31 @@ class ReferenceRun:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class ParallelLoop:
+    """An outermost loop of a C region that carries no dependence (proven with isl), by
+    the line of its ``for`` and the iterators of its inner loops that are declared in the
+    function (they must be private to each OpenMP thread)."""
+
+    line: int
+    private: tuple[str, ...]
+
+
 def run_reference(
     program: ir.Program,
     values: Mapping[str, object],
     defines: Sequence[str] = (),
     include_dirs: Sequence[str] = (),
+    parallel: Sequence[ParallelLoop] = (),
 ) -> ReferenceRun:
     """Run ``program``'s original function on ``values`` (name -> Python scalar or numpy
     array), updating the arrays in place.  Float arrays must be float64, integer arrays of
-    their own dtype."""
+    their own dtype.
+
+    ``parallel`` loops of a C reference run their iterations on OpenMP threads.  The
+    result is bit-identical to the sequential run: no dependence crosses iterations of
+    such a loop, so every memory location sees the same operations in the same order.
+    That is what makes GPU-sized references (mm at n = 4096) affordable."""
     for a in program.arrays:
         v = values[a.name]
         want = np.float64 if a.dtype.startswith("float") else np.dtype(a.dtype)
@@ -123,7 +143,21 @@ def run_reference(
     if program.language == "python":
         _run_python(program, values)
         return ReferenceRun("float64")
-    return _run_c(program, values, defines, include_dirs)
+    return _run_c(program, values, defines, include_dirs, tuple(parallel))
+
+
+def with_openmp(path: str, loops: Sequence[ParallelLoop]) -> str | None:
+    """The text of ``path`` with ``#pragma omp parallel for`` before each loop (line
+    numbers kept with ``#line``), or None when a loop's line does not start with ``for``
+    (the pragma could not be placed without parsing the line)."""
+    lines = open(path).read().splitlines()
+    for loop in sorted(loops, key=lambda lp: -lp.line):
+        if not lines[loop.line - 1].lstrip().startswith("for"):
+            return None
+        private = f" private({', '.join(loop.private)})" if loop.private else ""
+        lines[loop.line - 1:loop.line - 1] = [
+            f"#pragma omp parallel for{private}", f'#line {loop.line} "{path}"']
+    return f'#line 1 "{path}"\n' + "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------
@@ -156,12 +190,12 @@ def _run_python(program: ir.Program, values: Mapping[str, object]) -> None:
 # --------------------------------------------------------------------------
 
 
-def _run_c(program, values, defines, include_dirs) -> ReferenceRun:
+def _run_c(program, values, defines, include_dirs, parallel) -> ReferenceRun:
     try:
-        library = _build_c(program, defines, include_dirs, as_double=True)
+        library = _library(program, defines, include_dirs, True, parallel)
         run = ReferenceRun("float64")
     except compiler.CompileError as e:
-        library = _build_c(program, defines, include_dirs, as_double=False)
+        library = _library(program, defines, include_dirs, False, parallel)
         first = next((x for x in str(e).splitlines() if "error" in x), "")
         run = ReferenceRun(
             "float32",
@@ -199,7 +233,18 @@ def _run_c(program, values, defines, include_dirs) -> ReferenceRun:
     return run
 
 
-def _build_c(program, defines, include_dirs, as_double: bool):
+def _library(program, defines, include_dirs, as_double: bool, parallel):
+    """The reference library, with OpenMP loops when OpenMP accepts them (a loop whose
+    condition is not in OpenMP's canonical form is not), else sequential."""
+    if parallel:
+        try:
+            return _build_c(program, defines, include_dirs, as_double, parallel)
+        except compiler.CompileError:
+            pass
+    return _build_c(program, defines, include_dirs, as_double)
+
+
+def _build_c(program, defines, include_dirs, as_double: bool, parallel=()):
     """Preprocess (to hash exactly what is compiled, headers included), then compile.
 
     The prelude's min/max macros would break a file that defines functions of those names,
@@ -210,9 +255,19 @@ def _build_c(program, defines, include_dirs, as_double: bool):
     flags += ["-I" + i.removeprefix("-I") for i in include_dirs]
     path = os.path.abspath(program.file)
     what = f"{program.file} (the reference{', float read as double' if as_double else ''})"
+    openmp = with_openmp(path, parallel) if parallel else None
+    include, extra_flags = f'#include "{path}"\n', ()
+    if openmp is not None:
+        # the rewritten copy is included from the cache; its own "..." includes still
+        # resolve next to the original
+        copy = compiler.cache_dir() / f"omp-{compiler.source_hash(openmp)}.c"
+        if not copy.exists():
+            copy.write_text(openmp)
+        include, extra_flags = f'#include "{copy}"\n', ("-fopenmp",)
+        flags.append("-iquote" + os.path.dirname(path))
     errors = None
     for extras in (_EXTRAS, ""):
-        wrapper = _HEADERS + extras + (_AS_DOUBLE if as_double else "") + f'#include "{path}"\n'
+        wrapper = _HEADERS + extras + (_AS_DOUBLE if as_double else "") + include
         pre = subprocess.run(
             [gcc, "-E", *flags, "-x", "c", "-"], input=wrapper, capture_output=True, text=True,
             env=compiler.C_LOCALE,
@@ -223,7 +278,7 @@ def _build_c(program, defines, include_dirs, as_double: bool):
             )
         try:
             return compiler.build_shared_library(
-                pre.stdout, "gcc", ("-x", "cpp-output", *FLAGS),
+                pre.stdout, "gcc", ("-x", "cpp-output", *FLAGS, *extra_flags),
                 stem=f"ref-{program.name}-{'f64' if as_double else 'f32'}", suffix=".i",
                 what=what,
             )
