@@ -70,8 +70,10 @@ def _write(out: Path, name: str, driver: str, rows: list[dict]) -> None:
         {"gpu": name, "driver": driver, "date": date, "checks": rows}, indent=2) + "\n")
     lines = [f"# `polygpu check --backend gpu` on {name}", "",
              f"Date {date}, driver {driver}. Inputs uniform in [0.5, 1.5), seed 1; the "
-             "reference is the original C (or Python) function in float64; float32 "
-             "tolerance |got - ref| <= 1e-5 + 1e-3 |ref| (docs/runtime.md).", "",
+             "reference is the original C (or Python) function in float64 (C: its "
+             "dependence-free outer loops on OpenMP threads, bit-identical to the "
+             "sequential run); float32 tolerance |got - ref| <= 1e-5 + 1e-3 |ref| "
+             "(docs/runtime.md).", "",
              "| kernel | n | variant | exit | worst element | command |",
              "|---|---|---|---|---|---|"]
     for r in rows:
