@@ -68,3 +68,12 @@ def test_bad_input_writes_nothing(tmp_path):
     result = polygpu("compile", "tests/bad_inputs/while_loop.c", "-o", str(tmp_path / "o"))
     assert result.returncode == 2 and result.stderr.startswith("tests/bad_inputs/while_loop.c:")
     assert not (tmp_path / "o").exists()
+
+
+def test_check_passes_on_the_cpu_and_reports_a_missing_parameter_with_its_line():
+    ok = polygpu("check", "kernels/mvt.c", "-p", "n=37", "--seed", "3")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.startswith("ok: mvt (1 kernel, cpu backend, n=37, seed 3)")
+    missing = polygpu("check", "kernels/mvt.c")
+    assert missing.returncode == 2
+    assert missing.stderr.startswith("kernels/mvt.c:2: missing parameter n of mvt")

@@ -399,7 +399,7 @@ def test_integer_expressions_use_the_source_division():
 
 def test_missing_parameter_is_reported_with_the_option_to_give_it():
     spec = spec_of("mv", "c")
-    with pytest.raises(PolygpuError, match="missing parameter n; give it with -p n=VALUE"):
+    with pytest.raises(PolygpuError, match="missing parameter n of .*; give it with -p n=VALUE"):
         check_program(mv_program(), scop_of(spec), spec, {})
 
 

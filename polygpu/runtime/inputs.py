@@ -29,13 +29,14 @@ def integer_parameters(program: ir.Program, params: Mapping[str, int]) -> dict[s
     for p in program.params:
         if p.dtype in ("int32", "int64"):
             if p.name not in params:
-                raise PolygpuError(f"missing parameter {p.name}; give it with -p {p.name}=VALUE")
+                raise PolygpuError(f"missing parameter {p.name} of {program.name}; give it "
+                                   f"with -p {p.name}=VALUE", p.loc)
             out[p.name] = int(params[p.name])
     unknown = sorted(set(params) - set(out))
     if unknown:
         raise PolygpuError(
             f"{program.name} has no integer parameter {', '.join(unknown)} "
-            f"(its parameters: {', '.join(out) or 'none'})"
+            f"(its parameters: {', '.join(out) or 'none'})", program.loc
         )
     return out
 
