@@ -1,0 +1,104 @@
+"""Shared-memory padding that minimises bank conflicts: the paper's Algorithm 2 (§5).
+
+A shared buffer is row-major; padding its innermost extent by ``p`` elements changes the
+distance, in memory, between the elements that consecutive threads of a warp touch.
+For each candidate ``p`` in ``0 .. banks - 1`` every reference gets its *stride* (in
+elements, between the elements of threads ``t`` and ``t + 1``), the stride gives the
+*degree* of bank conflicts -- how many serialized requests the warp's access needs --
+and the degree gives a cost ``t_start + t_request * degree``.  The padding with the
+smallest total cost (weighted by how often each reference runs) wins; ties go to the
+smallest padding (less shared memory).
+
+The bank model of today's GPUs (32 banks of 4 bytes, a whole warp per request):
+
+* 4-byte elements: threads ``t`` and ``t'`` hit the same bank when
+  ``s (t - t') = 0 mod 32``, so ``gcd(s, 32)`` of the 32 threads share each bank and the
+  access takes ``gcd(s, 32)`` requests.  A stride of 0 is a broadcast: 1 request.
+* 8-byte elements: a warp's 256 bytes are served in two phases of 16 threads; within a
+  phase an element covers two consecutive banks, so threads conflict when
+  ``2 s (t - t') = 0 mod 32``, i.e. ``s (t - t') = 0 mod 16``: ``2 * gcd(s, 16)``
+  requests in all (2 when conflict-free), 1 for a broadcast.
+
+The solver is a pure function of integers; where the extents, strides and weights come
+from (the tile's data space and the thread mapping) is the memory stage's business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd, prod
+
+BANKS = 32
+
+
+@dataclass(frozen=True)
+class SharedReference:
+    """One reference to a shared buffer, as consecutive threads of a warp see it.
+
+    ``steps[d]`` is how much the reference's subscript in dimension ``d`` grows from
+    thread ``t`` to thread ``t + 1`` (e.g. ``(1, 0)`` for ``buf[tx][k]``: a column read
+    by a warp); ``weight`` is how often it runs relative to the others.
+    """
+
+    name: str
+    steps: tuple[int, ...]
+    weight: int = 1
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """``cost(degree) = t_start + t_request * degree`` (paper §5), in any time unit."""
+
+    t_start: float = 1.0
+    t_request: float = 1.0
+
+    def cost(self, degree: int) -> float:
+        return self.t_start + self.t_request * degree
+
+
+@dataclass(frozen=True)
+class PaddingDecision:
+    padding: int
+    cost: float
+    degrees: dict[str, int]  # per reference, at the chosen padding
+    costs: tuple[float, ...]  # total cost of every padding 0 .. banks - 1
+
+
+def conflict_degree(stride: int, element_size: int, banks: int = BANKS) -> int:
+    """Serialized requests for one warp access with element ``stride`` (see module doc)."""
+    if element_size not in (4, 8):
+        raise ValueError(f"element size {element_size}: the bank model covers 4 and 8 bytes")
+    if stride == 0:
+        return 1  # broadcast
+    if element_size == 4:
+        return gcd(stride, banks)
+    return 2 * gcd(stride, banks // 2)
+
+
+def element_stride(extents: tuple[int, ...], padding: int, steps: tuple[int, ...]) -> int:
+    """Distance in elements between consecutive threads' elements, innermost extent
+    padded by ``padding``."""
+    if len(extents) != len(steps):
+        raise ValueError(f"{len(steps)} steps for a {len(extents)}-dimensional buffer")
+    padded = extents[:-1] + (extents[-1] + padding,)
+    return sum(step * prod(padded[d + 1:]) for d, step in enumerate(steps))
+
+
+def choose_padding(
+    extents: tuple[int, ...],
+    references: tuple[SharedReference, ...],
+    element_size: int,
+    model: CostModel = CostModel(),
+    banks: int = BANKS,
+) -> PaddingDecision:
+    """Algorithm 2: the padding of the innermost extent with the least total cost."""
+    costs = []
+    for p in range(banks):
+        costs.append(sum(
+            r.weight * model.cost(conflict_degree(element_stride(extents, p, r.steps),
+                                                  element_size, banks))
+            for r in references))
+    best = min(range(banks), key=lambda p: (costs[p], p))
+    degrees = {r.name: conflict_degree(element_stride(extents, best, r.steps), element_size,
+                                       banks) for r in references}
+    return PaddingDecision(best, costs[best], degrees, tuple(costs))

@@ -1,0 +1,84 @@
+"""The padding solver (Algorithm 2) on hand-computed cases, and its optimality."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from polygpu.memory.padding import (
+    CostModel,
+    SharedReference,
+    choose_padding,
+    conflict_degree,
+    element_stride,
+)
+
+COLUMN = SharedReference("buf[tx][k]", (1, 0))  # a warp reads down a column
+ROW = SharedReference("buf[k][tx]", (0, 1))  # a warp reads along a row
+
+
+def test_column_read_of_a_32x32_float_tile_needs_padding_1():
+    d = choose_padding((32, 32), (COLUMN,), 4)
+    assert d.padding == 1 and d.degrees == {"buf[tx][k]": 1}
+    assert d.costs[0] == 1 + 32  # unpadded: all 32 threads in one bank
+
+
+def test_row_read_needs_no_padding():
+    d = choose_padding((32, 32), (ROW,), 4)
+    assert d.padding == 0 and d.degrees == {"buf[k][tx]": 1}
+
+
+def test_row_and_column_reads_together():
+    d = choose_padding((32, 32), (ROW, COLUMN), 4)
+    assert d.padding == 1 and d.degrees == {"buf[k][tx]": 1, "buf[tx][k]": 1}
+
+
+def test_broadcast_costs_one_request():
+    assert conflict_degree(0, 4) == 1 and conflict_degree(0, 8) == 1
+    d = choose_padding((32, 32), (SharedReference("buf[k][0]", (0, 0)),), 4)
+    assert d.padding == 0 and d.costs == (2.0,) * 32
+
+
+@pytest.mark.parametrize("stride, degree", [(1, 2), (2, 4), (16, 32), (17, 2), (32, 32),
+                                            (33, 2), (3, 2), (8, 16)])
+def test_eight_byte_degrees(stride, degree):
+    # two phases of 16 threads; threads clash when stride * (t - t') = 0 mod 16
+    assert conflict_degree(stride, 8) == degree
+
+
+def test_double_column_read_of_a_16x16_tile():
+    # stride 16 + p doubles: p = 1 gives 17, odd: conflict-free (2 phases)
+    d = choose_padding((16, 16), (COLUMN,), 8)
+    assert d.padding == 1 and d.degrees == {"buf[tx][k]": 2}
+
+
+def test_stride_with_three_dimensions_and_weights():
+    assert element_stride((4, 8, 32), 1, (0, 1, 0)) == 33
+    assert element_stride((4, 8, 32), 0, (1, 0, 0)) == 256
+    heavy = SharedReference("a", (1, 0), weight=10)
+    light = SharedReference("b", (0, 2), weight=1)
+    d = choose_padding((32, 32), (heavy, light), 4, CostModel(t_start=5, t_request=2))
+    assert d.padding == 1  # the column read dominates
+    with pytest.raises(ValueError):
+        conflict_degree(1, 2)
+
+
+@given(
+    extents=st.tuples(st.integers(1, 64), st.integers(1, 64)),
+    refs=st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3), st.integers(1, 5)),
+                  min_size=1, max_size=4),
+    size=st.sampled_from([4, 8]),
+    t_start=st.floats(0, 100), t_request=st.floats(0.01, 100),
+)
+def test_chosen_padding_is_never_worse_than_any_other(extents, refs, size, t_start, t_request):
+    references = tuple(SharedReference(f"r{k}", (a, b), w) for k, (a, b, w) in enumerate(refs))
+    model = CostModel(t_start, t_request)
+    d = choose_padding(extents, references, size, model)
+
+    def total(p):
+        return sum(r.weight * model.cost(conflict_degree(element_stride(extents, p, r.steps),
+                                                          size)) for r in references)
+
+    assert all(total(d.padding) <= total(p) for p in range(32))
+    assert d.cost == total(d.padding)
