@@ -82,3 +82,16 @@ def test_chosen_padding_is_never_worse_than_any_other(extents, refs, size, t_sta
 
     assert all(total(d.padding) <= total(p) for p in range(32))
     assert d.cost == total(d.padding)
+
+
+def test_cost_model_reads_the_recorded_h100_calibration():
+    from pathlib import Path
+
+    path = (Path(__file__).resolve().parent.parent / "tuning" / "results" /
+            "NVIDIA-H100-80GB-HBM3" / "bank_calibration.json")
+    for size in (4, 8):
+        model = CostModel.calibrated(path, size)
+        # one request costs about 2 ns per warp access and the fixed part is small
+        assert 1.5 < model.t_request < 2.5 and 0 <= model.t_start < model.t_request
+    d = choose_padding((32, 32), (COLUMN,), 4, CostModel.calibrated(path, 4))
+    assert d.padding == 1

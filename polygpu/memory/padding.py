@@ -19,14 +19,21 @@ The bank model of today's GPUs (32 banks of 4 bytes, a whole warp per request):
   ``2 s (t - t') = 0 mod 32``, i.e. ``s (t - t') = 0 mod 16``: ``2 * gcd(s, 16)``
   requests in all (2 when conflict-free), 1 for a broadcast.
 
+``tuning/bank_conflicts.py`` measured this model on an H100 (stride 0..32, both element
+sizes): time per warp access = t_start + t_request * degree fits with R^2 > 0.9999
+(``tuning/results/NVIDIA-H100-80GB-HBM3/bank_calibration.md``); ``CostModel.calibrated``
+reads the fit.
+
 The solver is a pure function of integers; where the extents, strides and weights come
 from (the tile's data space and the thread mapping) is the memory stage's business.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from math import gcd, prod
+from pathlib import Path
 
 BANKS = 32
 
@@ -54,6 +61,13 @@ class CostModel:
 
     def cost(self, degree: int) -> float:
         return self.t_start + self.t_request * degree
+
+    @staticmethod
+    def calibrated(calibration: Path | str, element_size: int) -> CostModel:
+        """The fit recorded by ``tuning/bank_conflicts.py`` for ``element_size`` bytes
+        (``tuning/results/<gpu>/bank_calibration.json``)."""
+        fit = json.loads(Path(calibration).read_text())["fit"][str(element_size)]
+        return CostModel(fit["t_start"], fit["t_request"])
 
 
 @dataclass(frozen=True)
