@@ -56,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_arguments(analyze)
     analyze.add_argument("--json", action="store_true",
                          help="print exactly one JSON object instead of tables")
+    analyze.add_argument("--traffic", action="store_true",
+                         help="also model global-memory traffic per kernel and array for "
+                         "the compiled variant (needs -p for every parameter)")
+    _add_variant_arguments(analyze)
     analyze.set_defaults(run=_run_analyze)
 
     compile_ = sub.add_parser(
@@ -170,15 +174,48 @@ def _run_analyze(args: argparse.Namespace) -> int:
 
     program = load(args.file, args.function, args.defines, args.include_dirs)
     result = analyze(build_scop(program))
+    traffic = _traffic(args, result) if args.traffic else None
     for warning in result.warnings:
         print(warning, file=sys.stderr)
     if args.json:
-        print(json.dumps(to_json(result), indent=2))
+        data = to_json(result)
+        if traffic is not None:
+            data["traffic"] = [
+                {"kernel": t.kernel, "array": t.array, "loads": t.loads, "stores": t.stores,
+                 "bytes": t.bytes} for t in traffic]
+        print(json.dumps(data, indent=2))
     else:
         from rich.console import Console
+        from rich.table import Table
 
-        render(result, Console())
+        console = Console()
+        render(result, console)
+        if traffic is not None:
+            table = Table(title="Modelled global-memory traffic (paper §4.6)",
+                          title_justify="left")
+            for col in ("kernel", "array", "loads", "stores", "bytes"):
+                table.add_column(col, justify="right" if col != "array" else "left")
+            for t in traffic:
+                table.add_row(t.kernel, t.array, f"{t.loads:,}", f"{t.stores:,}",
+                              f"{t.bytes:,}")
+            console.print(table)
     return 0
+
+
+def _traffic(args: argparse.Namespace, result):
+    from polygpu.errors import PolygpuError
+    from polygpu.memory.traffic import kernel_traffic
+    from polygpu.pipeline import compile_region
+
+    params = _parse_params(args.params)
+    missing = [p for p in result.scop.parameters if p not in params]
+    if missing:
+        raise PolygpuError(f"--traffic needs a value for {', '.join(missing)} "
+                           f"(e.g. -p {missing[0]}=4096)", result.scop.loc)
+    compiled = compile_region(args.file, args.function, _variant(args), args.defines,
+                              args.include_dirs)
+    return [t for launch, k in zip(compiled.program.launches, compiled.kernels, strict=True)
+            for t in kernel_traffic(compiled.analysis.scop, k, launch.kernel, params)]
 
 
 def _run_check(args: argparse.Namespace) -> int:
