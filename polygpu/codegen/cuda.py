@@ -20,7 +20,7 @@ from polygpu import __version__
 from polygpu.codegen.expressions import INT_HELPERS, Printer, temporary_name
 from polygpu.codegen.program import Argument, KernelProgram, Launch
 from polygpu.frontend import ir
-from polygpu.model.dependences import maps_of
+from polygpu.model.dependences import maps_of, union_of
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 
@@ -50,15 +50,14 @@ def kernel_ast(scop: Scop, kernel: TiledKernel) -> tuple[isl.AstNode, list[str],
     m = kernel.n_mapped
     blocks, threads = _coordinate_names(scop, m)
     n_params = len(scop.parameters)
-    schedule = None
+    per_statement = []
     for smap in maps_of(kernel.schedule):
         smap = smap.add_dims(isl.dim_type.param, 2 * m)
         for k, name in enumerate(blocks + threads):
             smap = smap.set_dim_name(isl.dim_type.param, n_params + k, name)
             smap = smap.equate(isl.dim_type.param, n_params + k, isl.dim_type.out, k)
-        smap = smap.project_out(isl.dim_type.out, 0, 2 * m)
-        u = isl.UnionMap.from_map(smap)
-        schedule = u if schedule is None else schedule.union(u)
+        per_statement.append(smap.project_out(isl.dim_type.out, 0, 2 * m))
+    schedule = union_of(per_statement)
     context = scop.context.add_dims(isl.dim_type.param, 2 * m)
     for k, name in enumerate(blocks + threads):
         context = context.set_dim_name(isl.dim_type.param, n_params + k, name)
@@ -162,10 +161,10 @@ def arguments(scop: Scop) -> tuple[Argument, ...]:
     return tuple(result)
 
 
-def _parameter_list(scop: Scop) -> list:
+def _parameter_list(scop: Scop, args: tuple[Argument, ...]) -> list:
     written = scop.written_arrays()
     params = []
-    for arg in arguments(scop):
+    for arg in args:
         ctype = _c_type(arg.dtype)
         if arg.kind == "scalar":
             params.append(cgen.Value(f"const {ctype}", arg.name))
@@ -238,6 +237,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "") ->
     for a in scop.arrays:
         if a.kind == "temporary":
             parts.append(f"__device__ {_c_type(a.dtype)} {temporary_name(a.name)};")
+    args = arguments(scop)
     launches = []
     for kernel in kernels:
         name = f"{scop.function}_kernel{kernel.index}"
@@ -252,7 +252,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "") ->
         body += _Emitter(scop, kernel.unroll).node(ast)
         decl = cgen.FunctionDeclaration(
             cgen.Value("__global__ void", f"__launch_bounds__({n_threads}) {name}"),
-            _parameter_list(scop))
+            _parameter_list(scop, args))
         schedule_text = "\n".join(f"//   {m}" for m in
                                   str(kernel.schedule).split("; "))
         parts.append(f"// kernel {kernel.index}: tiled schedule "
@@ -269,7 +269,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "") ->
     return KernelProgram(
         function=scop.function,
         source="\n\n".join(parts) + "\n",
-        arguments=arguments(scop),
+        arguments=args,
         parameters=scop.parameters,
         launches=tuple(launches),
     )

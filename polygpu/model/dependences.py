@@ -62,6 +62,17 @@ def maps_of(umap: isl.UnionMap) -> list[isl.Map]:
     return [ml.get_at(k) for k in range(ml.n_map())]
 
 
+def union_of(items) -> isl.UnionMap:
+    """The union of isl maps or union maps (at least one)."""
+    result = None
+    for x in items:
+        u = isl.UnionMap.from_map(x) if isinstance(x, isl.Map) else x
+        result = u if result is None else result.union(u)
+    if result is None:
+        raise ValueError("the union of nothing has no space")
+    return result
+
+
 def _reverse_time(schedule: isl.UnionMap) -> isl.UnionMap:
     """The schedule with time running backwards (every schedule dimension negated)."""
     maps = maps_of(schedule)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
-from polygpu.model.dependences import Dependences, maps_of
+from polygpu.model.dependences import Dependences, maps_of, union_of
 from polygpu.schedule.transformation import Transformation
 
 KINDS = ("global", "parallel", "local")
@@ -103,20 +103,24 @@ def prove_legal(deps: Dependences, es: ExecutionSchedule) -> None:
                             "was emitted")
 
 
+def insert_constants(m: isl.Map, pos: int, values) -> isl.Map:
+    """``m`` with output dimensions fixed to ``values`` inserted at ``pos``."""
+    values = list(values)
+    m = m.insert_dims(isl.dim_type.out, pos, len(values))
+    for k, value in enumerate(values):
+        m = m.fix_val(isl.dim_type.out, pos + k, isl.Val(value))
+    return m
+
+
 def _padded(umap: isl.UnionMap, width: int, prefix: list[int]) -> isl.UnionMap:
     """Each map of ``umap`` with constant ``prefix`` dims before and zeros after, so
     that all have ``len(prefix) + width`` output dimensions."""
     result = isl.UnionMap.empty(umap.get_space())
     for m in maps_of(umap):
-        n = m.dim(isl.dim_type.out)
-        m = m.insert_dims(isl.dim_type.out, 0, len(prefix))
-        for k, value in enumerate(prefix):
-            m = m.fix_val(isl.dim_type.out, k, isl.Val(value))
-        m = m.add_dims(isl.dim_type.out, width - n)
-        for k in range(len(prefix) + n, len(prefix) + width):
-            m = m.fix_val(isl.dim_type.out, k, isl.Val(0))
-        m = m.reset_tuple_id(isl.dim_type.out)
-        result = result.union(isl.UnionMap.from_map(m))
+        zeros = [0] * (width - m.dim(isl.dim_type.out))
+        m = insert_constants(m, 0, prefix)
+        m = insert_constants(m, m.dim(isl.dim_type.out), zeros)
+        result = result.union(isl.UnionMap.from_map(m.reset_tuple_id(isl.dim_type.out)))
     return result
 
 
@@ -125,11 +129,9 @@ def transformation_schedule(tr: Transformation) -> ExecutionSchedule:
     before tiling (kernels in order, one thread per space point)."""
     n_space = max(k.n_space for k in tr.kernels)
     n_time = max(k.n_time for k in tr.kernels)
-    schedule = None
-    for index, kernel in enumerate(tr.kernels):
-        space = _padded(kernel.space, n_space, [index])
-        time = _padded(kernel.time, n_time, [])
-        both = space.flat_range_product(time)
-        schedule = both if schedule is None else schedule.union(both)
+    schedule = union_of(
+        _padded(kernel.space, n_space, [index]).flat_range_product(
+            _padded(kernel.time, n_time, []))
+        for index, kernel in enumerate(tr.kernels))
     return ExecutionSchedule(schedule, ("global",) + ("parallel",) * n_space +
                              ("local",) * n_time)

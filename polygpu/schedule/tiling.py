@@ -31,9 +31,9 @@ import islpy as isl
 
 from polygpu.errors import PolygpuError
 from polygpu.model.build import map_from_pw_affs
-from polygpu.model.dependences import Dependences, maps_of
+from polygpu.model.dependences import Dependences, maps_of, union_of
 from polygpu.model.scop import Scop
-from polygpu.schedule.legality import ExecutionSchedule, prove_legal
+from polygpu.schedule.legality import ExecutionSchedule, insert_constants, prove_legal
 from polygpu.schedule.transformation import KernelSchedule, Transformation
 
 MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
@@ -178,10 +178,7 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         points = points[::-1]  # a thread's own points: outer axis first, x innermost
         local = outer_space + (theta + points if variant.jam else points + theta)
         per_statement.append(map_from_pw_affs(blocks + thread_ids + local, domain, None))
-    schedule = None
-    for m in per_statement:
-        u = isl.UnionMap.from_map(m.reset_tuple_id(isl.dim_type.out))
-        schedule = u if schedule is None else schedule.union(u)
+    schedule = union_of(m.reset_tuple_id(isl.dim_type.out) for m in per_statement)
     n_local = per_statement[0].dim(isl.dim_type.out) - 2 * n_mapped
     return TiledKernel(
         index=index,
@@ -231,26 +228,18 @@ def execution_schedule(kernels: tuple[TiledKernel, ...]) -> ExecutionSchedule:
     """All kernels as one schedule ``[kernel, b.., t.., local..]`` for the prover."""
     n_mapped = max(k.n_mapped for k in kernels)
     n_local = max(k.n_local for k in kernels)
-    result = None
+    padded = []
     for k in kernels:
+        gap = [0] * (n_mapped - k.n_mapped)
         for m in maps_of(k.schedule):
-            m = m.insert_dims(isl.dim_type.out, 0, 1).fix_val(isl.dim_type.out, 0,
-                                                                isl.Val(k.index))
-            # pad blocks/threads (after position 1 + k.n_mapped etc.) with zeros
-            m = _pad_at(m, 1 + k.n_mapped, n_mapped - k.n_mapped)
-            m = _pad_at(m, 1 + 2 * n_mapped, 0)
-            m = _pad_at(m, 1 + n_mapped + k.n_mapped, n_mapped - k.n_mapped)
-            m = _pad_at(m, m.dim(isl.dim_type.out), n_local - k.n_local)
-            u = isl.UnionMap.from_map(m.reset_tuple_id(isl.dim_type.out))
-            result = u if result is None else result.union(u)
+            m = insert_constants(m, 0, [k.index])
+            # zeros after this kernel's block dims, then after its thread dims, then
+            # after its local dims: every kernel gets the same layout
+            m = insert_constants(m, 1 + k.n_mapped, gap)
+            m = insert_constants(m, 1 + n_mapped + k.n_mapped, gap)
+            m = insert_constants(m, m.dim(isl.dim_type.out), [0] * (n_local - k.n_local))
+            padded.append(m.reset_tuple_id(isl.dim_type.out))
+    result = union_of(padded)
     kinds = ("global",) + ("parallel",) * (2 * n_mapped) + ("local",) * n_local
     return ExecutionSchedule(result, kinds)
 
-
-def _pad_at(m: isl.Map, pos: int, count: int) -> isl.Map:
-    if count <= 0:
-        return m
-    m = m.insert_dims(isl.dim_type.out, pos, count)
-    for k in range(pos, pos + count):
-        m = m.fix_val(isl.dim_type.out, k, isl.Val(0))
-    return m
