@@ -11,9 +11,17 @@ exactly what legality needs (every other ordering follows by transitivity):
 * **output** (write after write): from a write to the next write of the same element.
 
 Within one statement instance the reads happen before the write, so an instance
-never depends on itself.  Arrays are analysed one at a time (distinct arrays never
-alias -- the input language guarantees it), which also tells which array carries
-each dependence.
+never depends on itself.
+
+Strided loops (``range(0, n, 2)``) make isl describe domains with existentially
+quantified variables, on which some isl operations fail ("affine expression involves
+some of the domain dimensions", "total dimensionality changed").  So the analysis runs
+on *compressed* domains, where each strided iterator is replaced by its trip counter
+(``x = s * x' + offset(outer iterators)``, found by isl's stride detection) and the
+results are mapped back: a bijection, so still exact.
+
+Arrays are analysed one at a time (distinct arrays never alias -- the input language
+guarantees it), which also tells which array carries each dependence.
 """
 
 from __future__ import annotations
@@ -106,43 +114,88 @@ def last_source_by_lexmax(sinks, sources, schedule) -> isl.UnionMap:
     return last_time.apply_range(schedule.reverse()).reverse().coalesce()
 
 
-def _split(kind: str, array: str, umap: isl.UnionMap) -> list[Dependence]:
+def _split(kind: str, array: str, umap: isl.UnionMap, expand: dict[str, isl.Map]
+           ) -> list[Dependence]:
     out = []
     for m in maps_of(umap.coalesce()):
         if m.is_empty():
             continue
-        out.append(
-            Dependence(
-                kind=kind,
-                array=array,
-                source=m.get_tuple_name(isl.dim_type.in_),
-                sink=m.get_tuple_name(isl.dim_type.out),
-                relation=m.coalesce(),
-            )
-        )
+        source = m.get_tuple_name(isl.dim_type.in_)
+        sink = m.get_tuple_name(isl.dim_type.out)
+        relation = m.coalesce()
+        if source in expand:
+            relation = relation.apply_domain(expand[source])
+        if sink in expand:
+            relation = relation.apply_range(expand[sink])
+        out.append(Dependence(kind=kind, array=array, source=source, sink=sink,
+                              relation=relation))
     return out
+
+
+def compression(domain: isl.Set) -> isl.Map | None:
+    """``{ S[x] -> S[x'] }`` with ``x_d = s_d * x'_d + offset_d(x_<d)`` for every dimension
+    isl finds a stride ``s_d > 1`` in (given the outer ones), or None if there is none.
+    Offsets that are not plain affine functions are left alone (stride 1)."""
+    n = domain.dim(isl.dim_type.set)
+    space = isl.Space.map_from_set(domain.get_space())
+    bmap = isl.BasicMap.universe(space)
+    strided = False
+    for d in range(n):
+        prefix = domain.project_out(isl.dim_type.set, d + 1, n - d - 1)
+        m = isl.Map.from_domain(prefix).move_dims(isl.dim_type.out, 0, isl.dim_type.in_, d, 1)
+        info = m.get_range_stride_info(0)
+        stride, offset = info.get_stride(), info.get_offset()
+        c = isl.Constraint.alloc_equality(isl.LocalSpace.from_space(space))
+        c = c.set_coefficient_val(isl.dim_type.in_, d, isl.Val(1))
+        if stride.is_one() or offset.dim(isl.dim_type.div) > 0:
+            c = c.set_coefficient_val(isl.dim_type.out, d, isl.Val(-1))
+        else:
+            strided = True
+            aff = offset
+            c = c.set_coefficient_val(isl.dim_type.out, d, stride.neg())
+            for k in range(d):
+                c = c.set_coefficient_val(isl.dim_type.in_, k,
+                                          aff.get_coefficient_val(isl.dim_type.in_, k).neg())
+            for k in range(aff.dim(isl.dim_type.param)):
+                c = c.set_coefficient_val(isl.dim_type.param, k,
+                                          aff.get_coefficient_val(isl.dim_type.param, k).neg())
+            c = c.set_constant_val(aff.get_constant_val().neg())
+        bmap = bmap.add_constraint(c)
+    return isl.Map.from_basic_map(bmap) if strided else None
 
 
 def compute_dependences(scop: Scop) -> Dependences:
     """Flow, anti and output dependences of ``scop``, per array and statement pair."""
-    schedule = scop.schedule
+    compress, expand = {}, {}  # statement -> compression map and its inverse
+    for s in scop.statements:
+        c = compression(s.domain)
+        if c is not None:
+            compress[s.name] = isl.UnionMap.from_map(c.intersect_domain(s.domain))
+            expand[s.name] = c.reverse()
+
+    def compressed(umap: isl.UnionMap) -> isl.UnionMap:
+        for c in compress.values():
+            umap = umap.subtract_domain(c.domain()).union(c.reverse().apply_range(umap))
+        return umap
+
+    schedule = compressed(scop.schedule)
     backwards = _reverse_time(schedule)
     items: list[Dependence] = []
     for array in scop.arrays:
-        writes = scop.access_map("write", array.name)
+        writes = compressed(scop.access_map("write", array.name))
         if writes.is_empty():
             continue  # read-only: no dependence at all
         flow = anti = isl.UnionMap.empty(scop.context.get_space())
         # one read reference at a time: exact all the same (each read has its own last
         # writer), and it avoids an isl failure on unions of reads with strided domains
         for read in (a for a in scop.accesses if a.kind == "read" and a.array == array.name):
-            sink = isl.UnionMap.from_map(read.relation)
+            sink = compressed(isl.UnionMap.from_map(read.relation))
             flow = flow.union(_last_source(sink, writes, schedule))
             # anti: in reversed time the "last" write before a read is the first one after
             anti = anti.union(_last_source(sink, writes, backwards).reverse())
-        items += _split("flow", array.name, flow)
-        items += _split("anti", array.name, anti)
-        items += _split("output", array.name, _last_source(writes, writes, schedule))
+        items += _split("flow", array.name, flow, expand)
+        items += _split("anti", array.name, anti, expand)
+        items += _split("output", array.name, _last_source(writes, writes, schedule), expand)
     order = {name: k for k, name in enumerate(s.name for s in scop.statements)}
     items.sort(key=lambda d: (KINDS.index(d.kind), order[d.source], order[d.sink], d.array))
     return Dependences(items=tuple(items), space=scop.context.get_space())
