@@ -53,9 +53,15 @@ def compile_json(c: Compiled, params: dict[str, int]) -> dict[str, Any]:
         },
         "placement": [
             {"statement": p.statement, "ref": p.ref, "array": p.array, "access": p.access,
-             "kind": p.kind, "placement": p.placement, "candidate": p.candidate}
+             "kind": p.kind, "placement": p.placement, "candidate": p.candidate,
+             **({"reason": p.reason} if p.reason else {})}
             for p in c.placement
         ],
+        "memory": {
+            "buffers": [b.to_json() for b in c.memory.buffers],
+            "constants": list(c.memory.constants),
+            "shared_bytes": [c.memory.shared_bytes(k.index) for k in c.kernels],
+        },
     }
 
 

@@ -1,8 +1,9 @@
 """The whole pipeline for one region, stage after stage: what ``compile`` and ``check`` run.
 
 frontend -> model (+ analysis) -> scheduler candidates -> tiling/mapping (proven legal)
--> CUDA.  Every intermediate result is kept in :class:`Compiled` so the CLI can explain
-each decision (``--json``) and the runtimes can check the output against the model.
+-> memory placement (shared/register/constant buffers, padding) -> CUDA.  Every
+intermediate result is kept in :class:`Compiled` so the CLI can explain each decision
+(``--json``) and the runtimes can check the output against the model.
 """
 
 from __future__ import annotations
@@ -14,24 +15,12 @@ from polygpu.codegen.cuda import generate
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 from polygpu.frontend import load
+from polygpu.memory.placement import MemoryPlan, Placement, plan_memory
 from polygpu.model.analysis import Analysis, analyze
 from polygpu.model.build import build_scop
 from polygpu.schedule.candidates import candidates
 from polygpu.schedule.tiling import TiledKernel, Variant, tile
 from polygpu.schedule.transformation import Transformation
-
-
-@dataclass(frozen=True)
-class Placement:
-    """Where one reference's data is accessed from in the emitted code."""
-
-    statement: str
-    ref: int
-    array: str
-    access: str  # the reference as written
-    kind: str  # 'read' | 'write'
-    placement: str  # 'global-coalesced' | 'global' | 'shared' | 'register' | 'constant'
-    candidate: str  # what the reuse analysis suggests for the memory stage
 
 
 @dataclass(frozen=True)
@@ -43,22 +32,11 @@ class Compiled:
     variant: Variant
     kernels: tuple[TiledKernel, ...]
     program: KernelProgram
-    placement: tuple[Placement, ...]
+    memory: MemoryPlan
 
-
-def placements(an: Analysis, tr: Transformation) -> tuple[Placement, ...]:
-    """Per-reference placement under ``tr``.  Until the memory stage exists every
-    reference is read from global memory, coalesced where the transformation says so;
-    the reuse analysis' suggestion is reported alongside."""
-    coalesced = set(tr.coalesced)
-    return tuple(
-        Placement(
-            statement=a.statement, ref=a.ref, array=a.array, access=a.text, kind=a.kind,
-            placement="global-coalesced" if (a.statement, a.ref) in coalesced else "global",
-            candidate=an.reuse_of(a.statement, a.ref).candidate,
-        )
-        for a in an.scop.accesses
-    )
+    @property
+    def placement(self) -> tuple[Placement, ...]:
+        return self.memory.placements
 
 
 def compile_region(
@@ -77,9 +55,10 @@ def compile_region(
                            f"(the scheduler found {len(found)}: 0..{len(found) - 1})")
     tr = found[variant.candidate]
     kernels = tile(an.scop, an.dependences, tr, variant)
+    memory = plan_memory(an, tr, kernels, variant)
     comment = describe(tr, variant)
     return Compiled(spec, an, found, tr, variant, kernels,
-                    generate(an.scop, kernels, comment), placements(an, tr))
+                    generate(an.scop, kernels, comment, memory), memory)
 
 
 def describe(tr: Transformation, variant: Variant) -> str:

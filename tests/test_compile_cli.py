@@ -30,7 +30,10 @@ def test_compile_writes_cuda_and_json(tmp_path, spec):
     source = (tmp_path / f"{name}.cu").read_text()
     assert data["parameters"] == {"n": 4096}
     assert data["kernels"] and all(k["name"] in source for k in data["kernels"])
-    assert {p["placement"] for p in data["placement"]} <= {"global", "global-coalesced"}
+    assert {p["placement"] for p in data["placement"]} <= {
+        "global", "global-coalesced", "shared", "register", "constant"}
+    for b in data["memory"]["buffers"]:
+        assert f"{b['name']}[" in source and b["bytes"] > 0
     assert data["schedule"]["origin"] in ("adjacency", "isl", "original", "sequential")
     if NVCC:
         out = subprocess.run([NVCC, "-arch=sm_90", "-Werror", "all-warnings", "-c",
@@ -40,13 +43,21 @@ def test_compile_writes_cuda_and_json(tmp_path, spec):
 
 
 def test_tmv_reads_a_coalesced_and_mv_does_not(tmp_path):
-    def placement(spec, access):
-        data = json.loads(polygpu("compile", spec, "-o", str(tmp_path), "--json").stdout)
+    def placement(spec, access, *options):
+        data = json.loads(polygpu("compile", spec, "-o", str(tmp_path), "--json",
+                                  *options).stdout)
         (p,) = [p for p in data["placement"] if p["access"] == access]
-        return p["placement"]
+        return p["placement"], data["memory"]
 
-    assert placement("kernels/tmv.c", "a[j][i]") == "global-coalesced"
-    assert placement("kernels/mv.c", "a[i][j]") == "global"
+    assert placement("kernels/tmv.c", "a[j][i]")[0] == "global-coalesced"
+    # mv's a[i][j] is not coalesced: staged through shared memory, a 128 x 32 tile read
+    # column-wise by the warp, so Algorithm 2 pads it by one
+    where, memory = placement("kernels/mv.c", "a[i][j]")
+    (a,) = [b for b in memory["buffers"] if b["array"] == "a"]
+    assert where == "shared" and a["extents"] == [128, 32] and a["padding"] == 1
+    assert a["padding_solver"]["degrees"]["S1.0 a[i][j]"] == 1
+    where, memory = placement("kernels/mv.c", "a[i][j]", "--variant", '{"shared": false}')
+    assert where == "global" and {b["space"] for b in memory["buffers"]} == {"register"}
 
 
 @pytest.mark.parametrize("args, message", [

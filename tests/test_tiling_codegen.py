@@ -53,13 +53,26 @@ def test_prover_accepts_row_per_thread_and_rejects_bad_schedules():
 def test_tiled_schedule_maps_points_cyclically():
     an = _mv()
     (k,) = tile(an.scop, an.dependences, _mv_transformation(*ROW_PER_THREAD),
-                Variant(tile=(64,), threads=(32,)))
+                Variant(tile=(64,), threads=(32,), time_tile=0))
     assert (k.n_mapped, k.tile, k.threads) == (1, (64,), (32,))
+    # local order: three statement-order levels (the tile levels), the point, the rest
+    assert k.n_tile_levels == 3 and k.local_names == ("c0", "c1", "c2", "rx", "c3", "c4")
     s0 = isl.Map.from_union_map(k.schedule.intersect_domain(
         isl.UnionSet("[n] -> { S0[i] }")))
     # row 100 is in block 1 (rows 64..127), thread 100 - 64 - 32 = 4, its point 1
     point = s0.intersect_domain(isl.Set("[n] -> { S0[100] : n = 200 }")).range()
-    assert point.is_equal(isl.Set("[n] -> { [1, 4, 1, 0, 0, 0, 0, 0] : n = 200 }"))
+    assert point.is_equal(isl.Set("[n] -> { [1, 4, 0, 0, 0, 1, 0, 0] : n = 200 }"))
+
+
+def test_blocked_distribution_gives_each_thread_a_contiguous_run():
+    an = _mv()
+    (k,) = tile(an.scop, an.dependences, _mv_transformation(*ROW_PER_THREAD),
+                Variant(tile=(64,), threads=(32,), time_tile=0, blocked=True))
+    s0 = isl.Map.from_union_map(k.schedule.intersect_domain(
+        isl.UnionSet("[n] -> { S0[i] }")))
+    # row 100: block 1, offset 36 in the tile, two rows per thread: thread 18, point 0
+    point = s0.intersect_domain(isl.Set("[n] -> { S0[100] : n = 200 }")).range()
+    assert point.is_equal(isl.Set("[n] -> { [1, 18, 0, 0, 0, 0, 0, 0] : n = 200 }"))
 
 
 def test_variant_validation_and_json_round_trip():

@@ -92,6 +92,12 @@ def main() -> int:
     (out_dir / "bank_calibration.json").write_text(json.dumps(
         {"gpu": name, "date": date, "unit": "ns per warp access per SM sub-partition",
          "fit": fits, "measurements": rows}, indent=2) + "\n")
+    # the copy the padding solver reads (polygpu.memory.padding.DEFAULT_CALIBRATION)
+    shipped = Path(__file__).resolve().parent.parent / "polygpu" / "memory"
+    (shipped / "bank_calibration.json").write_text(json.dumps(
+        {"gpu": name, "date": date, "unit": "ns per warp access per SM sub-partition",
+         "source": f"tuning/results/{out_dir.name}/bank_calibration.json "
+                   "(tuning/bank_conflicts.py)", "fit": fits}, indent=2) + "\n")
     lines = [f"# Shared-memory bank conflicts on {name} ({date})", "",
              "Time per warp access vs stride (paper Fig. 2) and vs the predicted number of "
              "serialized requests (Fig. 4); fit `t_start + t_request * degree`.", "",

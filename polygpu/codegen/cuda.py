@@ -17,9 +17,17 @@ import cgen
 import islpy as isl
 
 from polygpu import __version__
-from polygpu.codegen.expressions import INT_HELPERS, Printer, temporary_name
+from polygpu.codegen import staging
+from polygpu.codegen.expressions import (
+    INT_HELPERS,
+    BufferView,
+    Printer,
+    constant_name,
+    temporary_name,
+)
 from polygpu.codegen.program import Argument, KernelProgram, Launch
 from polygpu.frontend import ir
+from polygpu.memory.placement import STATIC_SHARED_BYTES, MemoryPlan
 from polygpu.model.dependences import maps_of, union_of
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
@@ -34,56 +42,77 @@ def _ids(names) -> isl.IdList:
     return ids
 
 
-def _coordinate_names(scop: Scop, n: int) -> tuple[list[str], list[str]]:
-    taken = set(scop.signature)
-
-    def free(name):
-        while name in taken:
-            name += "_"
-        return name
-
-    return ([free(f"b{AXES[k]}") for k in range(n)], [free(f"t{AXES[k]}") for k in range(n)])
+def _with_params(m: isl.Map | isl.Set, names: list[str]) -> isl.Map | isl.Set:
+    """``m`` with parameters ``names`` added (those it lacks), at the end."""
+    for name in names:
+        if m.find_dim_by_name(isl.dim_type.param, name) < 0:
+            k = m.dim(isl.dim_type.param)
+            m = m.add_dims(isl.dim_type.param, 1).set_dim_name(isl.dim_type.param, k, name)
+    return m
 
 
-def kernel_ast(scop: Scop, kernel: TiledKernel) -> tuple[isl.AstNode, list[str], list[str]]:
-    """The AST of one thread's work in ``kernel``, with block/thread parameters."""
-    m = kernel.n_mapped
-    blocks, threads = _coordinate_names(scop, m)
-    n_params = len(scop.parameters)
-    per_statement = []
-    for smap in maps_of(kernel.schedule):
-        smap = smap.add_dims(isl.dim_type.param, 2 * m)
-        for k, name in enumerate(blocks + threads):
-            smap = smap.set_dim_name(isl.dim_type.param, n_params + k, name)
-            smap = smap.equate(isl.dim_type.param, n_params + k, isl.dim_type.out, k)
-        per_statement.append(smap.project_out(isl.dim_type.out, 0, 2 * m))
-    schedule = union_of(per_statement)
-    context = scop.context.add_dims(isl.dim_type.param, 2 * m)
-    for k, name in enumerate(blocks + threads):
-        context = context.set_dim_name(isl.dim_type.param, n_params + k, name)
-    for k in range(m):
-        context = context.lower_bound_val(isl.dim_type.param, n_params + k, isl.Val(0))
-        t = n_params + m + k
-        context = context.lower_bound_val(isl.dim_type.param, t, isl.Val(0))
-        context = context.upper_bound_val(isl.dim_type.param, t,
-                                          isl.Val(kernel.threads[k] - 1))
-    build = isl.AstBuild.from_context(context).set_iterators(_ids(kernel.local_names))
+def _fix_leading(smap: isl.Map, names: list[str]) -> isl.Map:
+    """Equate the first ``len(names)`` output dims of ``smap`` to parameters ``names`` and
+    drop them: the schedule of what remains once those coordinates are known."""
+    smap = _with_params(smap, names)
+    for k, name in enumerate(names):
+        p = smap.find_dim_by_name(isl.dim_type.param, name)
+        smap = smap.equate(isl.dim_type.param, p, isl.dim_type.out, k)
+    return smap.project_out(isl.dim_type.out, 0, len(names))
+
+
+def _thread_context(scop: Scop, kernel: TiledKernel, threads: bool) -> isl.Set:
+    """The parameter context: the region's, block ids >= 0 and thread ids in range."""
+    names = list(kernel.block_names) + (list(kernel.thread_names) if threads else [])
+    context = _with_params(scop.context, names)
+    for b in kernel.block_names:
+        context = context.lower_bound_val(
+            isl.dim_type.param, context.find_dim_by_name(isl.dim_type.param, b), isl.Val(0))
+    if threads:
+        for k, t in enumerate(kernel.thread_names):
+            p = context.find_dim_by_name(isl.dim_type.param, t)
+            context = context.lower_bound_val(isl.dim_type.param, p, isl.Val(0))
+            context = context.upper_bound_val(isl.dim_type.param, p,
+                                              isl.Val(kernel.threads[k] - 1))
+    return context
+
+
+def kernel_ast(scop: Scop, kernel: TiledKernel, levels: int = 0,
+               context: isl.Set | None = None) -> isl.AstNode:
+    """The AST of one thread's work in ``kernel``, with the block and thread coordinates
+    and the first ``levels`` tile levels as parameters."""
+    fixed = (list(kernel.block_names) + list(kernel.thread_names)
+             + list(kernel.level_names[:levels]))
+    schedule = union_of(_fix_leading(piece, fixed) for piece in maps_of(kernel.schedule))
+    if context is None:
+        context = _thread_context(scop, kernel, threads=True)
+    context = _with_params(context, fixed)
+    build = isl.AstBuild.from_context(context).set_iterators(
+        _ids(kernel.local_names[levels:]))
     if kernel.unroll_dims:
         # register tiles: isl unrolls these loops completely (a guarded copy per point)
-        dims = ", ".join(f"d{k}" for k in range(kernel.n_local))
-        options = "; ".join(f"[{dims}] -> unroll[{k}]" for k in kernel.unroll_dims)
+        n = kernel.n_local - levels
+        dims = ", ".join(f"d{k}" for k in range(n))
+        options = "; ".join(f"[{dims}] -> unroll[{k - levels}]" for k in kernel.unroll_dims)
         build = build.set_options(isl.UnionMap(f"{{ {options} }}"))
-    return build.node_from_schedule_map(schedule), blocks, threads
+    return build.node_from_schedule_map(schedule)
 
 
-class _Emitter:
-    """Walks an isl AST into cgen nodes."""
+class Emitter:
+    """Walks an isl AST into cgen nodes.  A call of a statement becomes its body, with
+    references to buffered and constant arrays printed as the memory stage says; calls
+    of other names (the copy and tile placeholders of a staged kernel) go to ``user``."""
 
-    def __init__(self, scop: Scop, unroll: int):
+    def __init__(self, scop: Scop, unroll: int, buffers: dict[str, BufferView] | None = None,
+                 constants: frozenset[str] = frozenset(), user=None):
         self.scop = scop
         self.unroll = unroll
         self.shapes = {a.name: a.shape_exprs for a in scop.program_arrays}
         self.temporaries = frozenset(a.name for a in scop.arrays if a.kind == "temporary")
+        self.buffers = buffers or {}
+        self.constants = constants
+        self.user = user
+        self.statements = frozenset(s.name for s in scop.statements)
 
     def node(self, n: isl.AstNode) -> list:
         t = n.get_type()
@@ -129,6 +158,9 @@ class _Emitter:
 
     def statement(self, call: isl.AstExpr):
         name = call.get_op_arg(0).get_id().get_name()
+        if name not in self.statements:
+            args = [call.get_op_arg(k + 1).to_C_str() for k in range(call.get_op_n_arg() - 1)]
+            return cgen.Block(self.user(name, args))
         stmt = self.scop.statement(name)
         args = [call.get_op_arg(k + 1).to_C_str() for k in range(len(stmt.iterators))]
         subst = {it: f"({a})" if not a.isidentifier() else a
@@ -138,7 +170,8 @@ class _Emitter:
                  else self.scop.array(target.name).dtype
                  if target.name in self.temporaries else "float64")
         printer = Printer(self.shapes, self.temporaries, subst,
-                          dtype if dtype.startswith("float") else "float64")
+                          dtype if dtype.startswith("float") else "float64",
+                          self.buffers, self.constants)
         return cgen.Statement(printer.assign(stmt.body)[:-1])
 
 
@@ -226,8 +259,10 @@ def grid_expression(extent: isl.PwAff, tile: int) -> str:
     return f"max({text}, 1)"  # a launch needs a block even when the domain is empty
 
 
-def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "") -> KernelProgram:
-    """CUDA text and launch plan for the tiled kernels of one region."""
+def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
+             plan: MemoryPlan | None = None) -> KernelProgram:
+    """CUDA text and launch plan for the tiled kernels of one region, with the buffers
+    the memory stage planned (none without a plan)."""
     parts = [
         f"// Generated by polygpu {__version__} from {scop.file}:{scop.loc.line} "
         f"({scop.function}).",
@@ -237,26 +272,63 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "") ->
     for a in scop.arrays:
         if a.kind == "temporary":
             parts.append(f"__device__ {_c_type(a.dtype)} {temporary_name(a.name)};")
+    constants = frozenset(plan.constants) if plan else frozenset()
+    shapes = {a.name: a.shape_exprs for a in scop.program_arrays}
+    for name in sorted(constants):
+        a = scop.array(name)
+        size = 1
+        for e in a.shape_exprs:
+            size *= e.value
+        parts.append(f"__constant__ {_c_type(a.dtype)} {constant_name(name)}[{size}];")
     args = arguments(scop)
     launches = []
     for kernel in kernels:
         name = f"{scop.function}_kernel{kernel.index}"
-        ast, blocks, threads = kernel_ast(scop, kernel)
-        n_threads = 1
-        for t in kernel.threads:
-            n_threads *= t
+        buffers = list(plan.of_kernel(kernel.index).values()) if plan else []
+        shared = [b for b in buffers if b.space == "shared"]
+        registers = [b for b in buffers if b.space == "register"]
+        views = {b.array: staging.view(b) for b in buffers}
+        dynamic = sum(b.bytes for b in shared) > STATIC_SHARED_BYTES
+        printer = Printer(shapes, frozenset(), {}, buffers=views, constants=constants)
         body = [cgen.Line(f"const int {b} = blockIdx.{AXES[k]};")
-                for k, b in enumerate(blocks)]
+                for k, b in enumerate(kernel.block_names)]
         body += [cgen.Line(f"const int {t} = threadIdx.{AXES[k]};")
-                 for k, t in enumerate(threads)]
-        body += _Emitter(scop, kernel.unroll).node(ast)
+                 for k, t in enumerate(kernel.thread_names)]
+        if shared:
+            tid = kernel.thread_names[0]
+            for k in range(1, kernel.n_mapped):
+                tid = f"{kernel.thread_names[k]} * {_product(kernel.threads[:k])} + {tid}"
+            body.append(cgen.Line(f"const int {staging.TID} = {tid};"))
+        if dynamic:
+            body.append(cgen.Line(
+                f"extern __shared__ __align__(16) unsigned char {staging.DYNAMIC}[];"))
+        body += staging.declarations(buffers, dynamic)
+        for b in registers:
+            if b.reads is not None:
+                body += staging.copy_loop(b, printer, kernel, scop, "in")
+
+        def emitter(user, kernel=kernel, views=views):
+            return Emitter(scop, kernel.unroll, views, constants, user)
+
+        if shared:
+            body += staging.staged_body(scop, kernel, buffers, emitter, printer)
+        else:
+            body += emitter(None).node(kernel_ast(scop, kernel))
+        for b in registers:
+            if b.writes is not None:
+                body += staging.copy_loop(b, printer, kernel, scop, "out")
         decl = cgen.FunctionDeclaration(
-            cgen.Value("__global__ void", f"__launch_bounds__({n_threads}) {name}"),
+            cgen.Value("__global__ void", f"__launch_bounds__({kernel.n_threads}) {name}"),
             _parameter_list(scop, args))
         schedule_text = "\n".join(f"//   {m}" for m in
                                   str(kernel.schedule).split("; "))
         parts.append(f"// kernel {kernel.index}: tiled schedule "
                      "[blocks, threads, thread-local order]\n" + schedule_text)
+        for b in buffers:
+            parts.append(f"// kernel {kernel.index}: {b.array} in {b.space} memory as "
+                         f"{b.name}{''.join(f'[{e}]' for e in b.row_extents)}"
+                         + (f" at tile level {b.level}, padding {b.padding}"
+                            if b.space == "shared" else ""))
         parts.append(str(cgen.FunctionBody(decl, cgen.Block(body))))
         grid = [grid_expression(e, t) for e, t in zip(kernel.extent, kernel.tile,
                                                       strict=True)]
@@ -265,6 +337,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "") ->
             kernel=name,
             grid=tuple(grid + ["1"] * (3 - len(grid))),
             block=tuple(block + [1] * (3 - len(block))),
+            shared_bytes=staging.dynamic_bytes(shared) if dynamic else 0,
         ))
     return KernelProgram(
         function=scop.function,
@@ -272,4 +345,12 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "") ->
         arguments=args,
         parameters=scop.parameters,
         launches=tuple(launches),
+        constants=tuple(sorted(constants)),
     )
+
+
+def _product(values) -> int:
+    total = 1
+    for v in values:
+        total *= v
+    return total

@@ -11,7 +11,7 @@ integer operations keep the source language's meaning (C truncation vs Python fl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from polygpu.frontend import ir
 
@@ -32,6 +32,34 @@ def temporary_name(name: str) -> str:
     return f"pg_tmp_{name}"
 
 
+def constant_name(name: str) -> str:
+    """The ``__constant__`` copy of array ``name``."""
+    return f"{name}_const"
+
+
+@dataclass(frozen=True)
+class BufferView:
+    """How references to an array print when the memory stage gave it a buffer:
+    ``name[(e_0 - base_0) / stride_0][...]``; ``base`` holds C expressions."""
+
+    name: str
+    base: tuple[str, ...]
+    stride: tuple[int, ...]
+    extents: tuple[int, ...]
+
+    def subscript(self, subs: list[str]) -> str:
+        parts = []
+        for sub, base, stride, extent in zip(subs, self.base, self.stride, self.extents,
+                                             strict=True):
+            if extent == 1:
+                parts.append("[0]")  # a constant index keeps register tiles in registers
+            elif stride == 1:
+                parts.append(f"[({sub}) - ({base})]")
+            else:
+                parts.append(f"[(({sub}) - ({base})) / {stride}]")
+        return self.name + "".join(parts)
+
+
 @dataclass(frozen=True)
 class Printer:
     """Prints IR expressions; ``subst`` maps iterator names to C expressions."""
@@ -40,6 +68,8 @@ class Printer:
     temporaries: frozenset[str]
     subst: dict[str, str]
     float_type: str = "float32"  # element type of the statement's target
+    buffers: dict[str, BufferView] = field(default_factory=dict)
+    constants: frozenset[str] = frozenset()
 
     # ---- integer expressions ------------------------------------------------
 
@@ -86,11 +116,18 @@ class Printer:
     def ref(self, r: ir.ArrayRef | ir.ScalarRef) -> str:
         if isinstance(r, ir.ScalarRef):
             return temporary_name(r.name) if r.name in self.temporaries else r.name
-        shape = self.shapes[r.array]
-        index = self.int_expr(r.index[0])
-        for sub, extent in zip(r.index[1:], shape[1:], strict=True):
-            index = f"({index}) * {self.int_expr(extent)} + {self.int_expr(sub)}"
-        return f"{r.array}[{index}]"
+        if r.array in self.buffers:
+            return self.buffers[r.array].subscript([self.int_expr(e) for e in r.index])
+        name = constant_name(r.array) if r.array in self.constants else r.array
+        return f"{name}[{self.flat_index(r.array, [self.int_expr(e) for e in r.index])}]"
+
+    def flat_index(self, array: str, subs: list[str]) -> str:
+        """Row-major offset of element ``subs`` (C expressions) of ``array``."""
+        shape = self.shapes[array]
+        index = subs[0]
+        for sub, extent in zip(subs[1:], shape[1:], strict=True):
+            index = f"({index}) * {self.int_expr(extent)} + {sub}"
+        return index
 
     def value(self, e: ir.Expr) -> str:
         if isinstance(e, ir.Const):

@@ -40,3 +40,6 @@ class KernelProgram:
     arguments: tuple[Argument, ...]
     parameters: tuple[str, ...]  # the integer parameters, a subset of the arguments
     launches: tuple[Launch, ...]  # run in this order, each finishing before the next
+    # arrays the kernels read from a `__constant__` copy named `<array>_const`: the host
+    # copies each array there before the first launch
+    constants: tuple[str, ...] = ()

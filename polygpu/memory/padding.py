@@ -36,6 +36,7 @@ from math import gcd, prod
 from pathlib import Path
 
 BANKS = 32
+DEFAULT_CALIBRATION = Path(__file__).with_name("bank_calibration.json")
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,15 @@ class CostModel:
         (``tuning/results/<gpu>/bank_calibration.json``)."""
         fit = json.loads(Path(calibration).read_text())["fit"][str(element_size)]
         return CostModel(fit["t_start"], fit["t_request"])
+
+    @staticmethod
+    def default(element_size: int) -> CostModel:
+        """The calibration shipped with polygpu (a copy of the H100 fit; the tuning
+        script refreshes it), or unit costs for element sizes it does not cover."""
+        try:
+            return CostModel.calibrated(DEFAULT_CALIBRATION, element_size)
+        except (OSError, KeyError, ValueError):
+            return CostModel()
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,8 @@ def host_source(program: KernelProgram) -> str:
         for a in program.arguments
     )
     names = ", ".join(a.name for a in program.arguments)
-    body = []
+    body = [f"    memcpy({name}_const, {name}, sizeof {name}_const);  // __constant__ copy\n"
+            for name in program.constants]
     for k, launch in enumerate(program.launches):
         g = [f"(long long)({e})" for e in launch.grid]
         b = ", ".join(map(str, launch.block))

@@ -102,6 +102,10 @@ class _Prepared:
                 cuda.memcpy_dtoh(b.value, self.buffers[b.argument.name])
 
 
+def bound_bytes(bound, name: str) -> int:
+    return next(b.value.nbytes for b in bound if b.argument.name == name)
+
+
 def _prepare(program: KernelProgram, values: Mapping[str, object]) -> _Prepared:
     cuda = _cuda()
     bound = bind(program, values)
@@ -112,6 +116,11 @@ def _prepare(program: KernelProgram, values: Mapping[str, object]) -> _Prepared:
         if b.argument.kind == "array":
             buffers[b.argument.name] = cuda.mem_alloc(max(b.value.nbytes, 1))
             cuda.memcpy_htod(buffers[b.argument.name], b.value)
+    # read-only arrays the kernels read from __constant__ memory: copied there once (the
+    # region never writes them)
+    for name in program.constants:
+        symbol, size = module.get_global(f"{name}_const")
+        cuda.memcpy_dtod(symbol, buffers[name], min(size, bound_bytes(bound, name)))
     # device pointers travel as "P" (void *), scalars as numpy scalars of their dtype
     args = [int(buffers[b.argument.name]) if b.argument.kind == "array" else b.value
             for b in bound]

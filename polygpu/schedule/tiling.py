@@ -9,14 +9,21 @@ one execution schedule per kernel, ``S[x] -> [b.., t.., rest..]``:
   points: ``b_d = floor(p_d / tile_d)`` is ``blockIdx``;
 * inside a block tile the points are dealt *cyclically* to ``threads[d]`` threads:
   ``t_d = (p_d mod tile_d) mod threads_d`` is ``threadIdx`` and
-  ``r_d = floor((p_d mod tile_d) / threads_d)`` numbers a thread's points.  Cyclic, not
-  blocked: consecutive points go to consecutive threads, which is what keeps the
-  innermost dimension coalesced;
-* the rest is the thread's sequential order: ``r`` then the time schedule, or, with
-  ``jam`` (register tiling by unroll-and-jam), the time schedule then ``r``, so each
-  time step is done for all of a thread's points together;
-* ``time_tile`` strip-mines the outermost time loop (the second tiling level that
-  bounds the data a block touches per step, e.g. mm's ``k``).
+  ``r_d = floor((p_d mod tile_d) / threads_d)`` numbers a thread's points.  Cyclic by
+  default: consecutive points go to consecutive threads, which is what keeps the
+  innermost dimension coalesced.  ``blocked`` deals each thread a contiguous run of
+  ``ceil(tile_d / threads_d)`` points instead (the paper's Table 3 compares the two);
+* ``time_tile`` strip-mines the outermost time loop into a tile loop ``T`` and the
+  loop itself (the second tiling level that bounds the data a block touches per step,
+  e.g. mm's ``k``);
+* the rest is the thread's sequential order: the outer sequential space dimensions,
+  the constant (statement-order) time dimensions before the first loop, ``T``, then
+  ``r`` and the rest of the time schedule, or with ``jam`` (register tiling by
+  unroll-and-jam) the time schedule then ``r``, so each time step is done for all of a
+  thread's points together.  The leading dimensions up to and including ``T`` are
+  the *tile levels*: loops every thread of a block runs alike, where the memory stage
+  may place shared-memory copies and barriers.  (Hoisting them above ``r`` is legal
+  because no dependence crosses space points inside a kernel; the prover checks it.)
 
 Every tiled schedule is proven legal with isl before code is generated from it; tile
 sizes need not divide anything, since partial tiles are exact sets.
@@ -54,8 +61,12 @@ class Variant:
     tile: tuple[int, ...] = (4, 128)
     threads: tuple[int, ...] = (4, 128)
     jam: bool = False
-    time_tile: int = 0
+    time_tile: int = 32
     unroll: int = 1
+    blocked: bool = False  # thread distribution: cyclic (default) or blocked
+    shared: bool = True  # memory stage: stage footprints through shared memory
+    padding: int = -1  # shared buffers' padding: -1 = Algorithm 2's choice, else forced
+    registers: bool = True  # memory stage: keep per-thread footprints in registers
 
     def __post_init__(self):
         if len(self.tile) != len(self.threads) or not 1 <= len(self.tile) <= MAX_MAPPED:
@@ -71,6 +82,9 @@ class Variant:
             raise PolygpuError(f"variant: {total} threads per block exceed {MAX_THREADS}")
         if self.time_tile < 0 or self.unroll < 1 or self.candidate < 0:
             raise PolygpuError("variant: time_tile >= 0, unroll >= 1, candidate >= 0")
+        if not -1 <= self.padding < 32:
+            raise PolygpuError(f"variant: padding {self.padding} is not -1 (solver) or "
+                               "0..31")
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -113,6 +127,18 @@ class TiledKernel:
     local_names: tuple[str, ...] = field(default=())
     unroll: int = 1  # #pragma unroll factor for the innermost loops
     unroll_dims: tuple[int, ...] = ()  # local dims to unroll completely (register tiles)
+    n_tile_levels: int = 0  # leading local dims every thread runs alike (see module doc)
+    block_names: tuple[str, ...] = ()  # C names of the block coordinates, x first
+    thread_names: tuple[str, ...] = ()  # C names of the thread coordinates, x first
+    level_names: tuple[str, ...] = ()  # C names of the tile-level coordinates
+    blocked: bool = False
+
+    @property
+    def n_threads(self) -> int:
+        total = 1
+        for t in self.threads:
+            total *= t
+        return total
 
 
 def _pieces(umap: isl.UnionMap) -> dict[str, isl.Map]:
@@ -168,18 +194,30 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
             shifted = p[d].sub(_on(shifts[mk], domain))
             rem = shifted.mod_val(isl.Val(tile[mk]))
             blocks.append(shifted.scale_down_val(isl.Val(tile[mk])).floor())
-            thread_ids.append(rem.mod_val(isl.Val(threads[mk])))
-            points.append(rem.scale_down_val(isl.Val(threads[mk])).floor())
+            if variant.blocked:
+                run = isl.Val(-(-tile[mk] // threads[mk]))  # points per thread
+                thread_ids.append(rem.scale_down_val(run).floor())
+                points.append(rem.mod_val(run))
+            else:
+                thread_ids.append(rem.mod_val(isl.Val(threads[mk])))
+                points.append(rem.scale_down_val(isl.Val(threads[mk])).floor())
         outer_space = p[:n_seq_space]
+        j = loop_dims[0] if loop_dims else kernel.n_time
+        levels = theta[:j]  # statement-order constants before the first loop
         if strip:
-            j = loop_dims[0]
-            theta = theta[:j] + [theta[j].scale_down_val(isl.Val(variant.time_tile)).floor()
-                                 ] + theta[j:]
+            levels = levels + [theta[j].scale_down_val(isl.Val(variant.time_tile)).floor()]
+        rest = theta[j:]
         points = points[::-1]  # a thread's own points: outer axis first, x innermost
-        local = outer_space + (theta + points if variant.jam else points + theta)
+        local = outer_space + levels + (rest + points if variant.jam else points + rest)
         per_statement.append(map_from_pw_affs(blocks + thread_ids + local, domain, None))
     schedule = union_of(m.reset_tuple_id(isl.dim_type.out) for m in per_statement)
     n_local = per_statement[0].dim(isl.dim_type.out) - 2 * n_mapped
+    n_levels = n_seq_space + (j if loop_dims else kernel.n_time) + (1 if strip else 0)
+    block_names, thread_names = coordinate_names(scop, n_mapped)
+    local_names = _local_names(scop, n_seq_space, n_mapped,
+                               kernel.n_time + (1 if strip else 0),
+                               n_levels - n_seq_space, variant.jam)
+    level_names = _free_names(scop, [f"o_{name}" for name in local_names[:n_levels]])
     return TiledKernel(
         index=index,
         statements=kernel.statements,
@@ -189,11 +227,35 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         tile=tuple(reversed(tile)),
         threads=tuple(reversed(threads)),
         extent=tuple(reversed(extents)),
-        local_names=_local_names(scop, n_seq_space, n_mapped,
-                                 kernel.n_time + (1 if strip else 0), variant.jam),
+        local_names=local_names,
         unroll=variant.unroll,
         unroll_dims=tuple(range(n_local - n_mapped, n_local)) if variant.jam else (),
+        n_tile_levels=n_levels,
+        block_names=block_names,
+        thread_names=thread_names,
+        level_names=level_names,
+        blocked=variant.blocked,
     )
+
+
+AXES = "xyz"
+
+
+def _free_names(scop: Scop, names) -> tuple[str, ...]:
+    taken = set(scop.signature)
+    result = []
+    for name in names:
+        while name in taken:
+            name += "_"
+        result.append(name)
+    return tuple(result)
+
+
+def coordinate_names(scop: Scop, n: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """C names of the block and thread coordinates (``bx``, ``tx``, ...), x first,
+    avoiding the function's own names."""
+    return (_free_names(scop, [f"b{AXES[k]}" for k in range(n)]),
+            _free_names(scop, [f"t{AXES[k]}" for k in range(n)]))
 
 
 def _on(pa: isl.PwAff, domain: isl.Set) -> isl.PwAff:
@@ -206,14 +268,14 @@ def _on(pa: isl.PwAff, domain: isl.Set) -> isl.PwAff:
     return lifted.align_params(domain.get_space())
 
 
-def _local_names(scop, n_seq_space, n_mapped, n_time, jam) -> tuple[str, ...]:
-    """Readable iterator names for the thread-local loops."""
-    taken = set(scop.signature)
+def _local_names(scop, n_seq_space, n_mapped, n_time, n_time_levels, jam
+                 ) -> tuple[str, ...]:
+    """Readable iterator names for the thread-local loops, in their order."""
     names = [f"s{d}" for d in range(n_seq_space)]
-    points = [f"r{'xyz'[k]}" for k in reversed(range(n_mapped))]
+    points = [f"r{AXES[k]}" for k in reversed(range(n_mapped))]
     times = [f"c{j}" for j in range(n_time)]
-    ordered = names + (times + points if jam else points + times)
-    return tuple(n if n not in taken else f"{n}_" for n in ordered)
+    levels, rest = times[:n_time_levels], times[n_time_levels:]
+    return _free_names(scop, names + levels + (rest + points if jam else points + rest))
 
 
 def tile(scop: Scop, deps: Dependences, tr: Transformation, variant: Variant

@@ -1,0 +1,280 @@
+"""The body of a kernel whose data the memory stage staged in shared memory or registers.
+
+Shape of a staged kernel (``L`` = the deepest level of its shared buffers)::
+
+    coordinates; register loads
+    for o_0 ... for o_{L-1}             <- tile levels: loops every thread runs alike
+        copy-in of level-l buffers; __syncthreads()
+        ... deeper levels ...
+        { the thread's work, from isl with o_0..o_{L-1} as parameters }; __syncthreads()
+        copy-out of level-l buffers; __syncthreads()
+    register stores
+
+The tile-level loops come from an isl AST over placeholder statements (``pg_tile`` and
+one ``pg_in_<array>``/``pg_out_<array>`` per buffer) built with only the block
+coordinates known, so every thread of a block runs the same iterations and reaches the
+same barriers; the thread's own work is a second AST with the tile coordinates as
+parameters.  A copy is one loop over the buffer's box, linearised and dealt cyclically
+to all threads of the block (consecutive threads, consecutive elements of the innermost
+dimension: coalesced global accesses, conflict-free shared ones), guarded by the exact
+footprint (isl builds the condition), so only footprint elements are read and only
+written elements are stored.
+"""
+
+from __future__ import annotations
+
+import re
+
+import cgen
+import islpy as isl
+
+from polygpu.codegen.expressions import BufferView, Printer
+from polygpu.frontend import ir
+from polygpu.memory.placement import Buffer
+from polygpu.model.dependences import maps_of, union_of
+from polygpu.model.scop import Scop
+from polygpu.schedule.tiling import TiledKernel
+
+TID = "pg_tid"
+DYNAMIC = "pg_dynamic_shared"
+
+
+def c_expr(pa: isl.PwAff) -> str:
+    """``pa`` (a function of the parameters) as a C expression."""
+    return isl.AstBuild.from_context(pa.domain()).expr_from_pw_aff(pa).to_C_str()
+
+
+def view(buffer: Buffer) -> BufferView:
+    return BufferView(buffer.name, tuple(c_expr(b) for b in buffer.box.base),
+                      buffer.box.stride, buffer.box.extents)
+
+
+def declarations(buffers: list[Buffer], dynamic: bool) -> list:
+    """Shared buffers (static, or carved from dynamic shared memory) and register
+    buffers."""
+    out = []
+    offset = 0
+    for b in buffers:
+        ctype = ir.DTYPES[b.dtype][0]
+        dims = "".join(f"[{e}]" for e in b.row_extents)
+        if b.space == "register":
+            out.append(cgen.Line(f"{ctype} {b.name}{dims};"))
+        elif dynamic:
+            inner = "".join(f"[{e}]" for e in b.row_extents[1:])
+            out.append(cgen.Line(
+                f"{ctype} (*{b.name}){inner} = reinterpret_cast<{ctype} (*){inner}>"
+                f"({DYNAMIC} + {offset});"))
+            offset += -(-b.bytes // 16) * 16
+        else:
+            out.append(cgen.Line(f"__shared__ {ctype} {b.name}{dims};"))
+    return out
+
+
+def dynamic_bytes(buffers: list[Buffer]) -> int:
+    return sum(-(-b.bytes // 16) * 16 for b in buffers if b.space == "shared")
+
+
+def _guard(footprint: isl.Set, buffer: Buffer, names: list[str], known: isl.Set | None
+           ) -> str:
+    """C condition: element ``base + stride * u`` (``u`` in parameters ``names``) lies in
+    ``footprint``, simplified knowing ``0 <= u < extents`` and the parameter set
+    ``known`` the copy runs in (None: nothing known)."""
+    box = buffer.box
+    d = len(box.extents)
+    space = footprint.get_space()
+    u_space = isl.Space.set_alloc(space.get_ctx(), 0, d).align_params(space)
+    element = None
+    for k in range(d):
+        var = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(u_space), isl.dim_type.set, k)
+        base = box.base[k].align_params(u_space).insert_dims(isl.dim_type.in_, 0, d)
+        pma = isl.PwMultiAff.from_pw_aff(base.add(var.scale_val(isl.Val(box.stride[k]))))
+        element = pma if element is None else element.flat_range_product(pma)
+    element = element.set_tuple_id(isl.dim_type.out, space.get_tuple_id(isl.dim_type.set))
+    inside = footprint.preimage_pw_multi_aff(element)  # { [u] : base + stride u in F }
+    n = inside.dim(isl.dim_type.param)
+    inside = inside.move_dims(isl.dim_type.param, n, isl.dim_type.set, 0, d)
+    for k, name in enumerate(names):
+        inside = inside.set_dim_name(isl.dim_type.param, n + k, name)
+    context = isl.Set.universe(inside.get_space())
+    for k in range(d):
+        context = context.lower_bound_val(isl.dim_type.param, n + k, isl.Val(0))
+        context = context.upper_bound_val(isl.dim_type.param, n + k,
+                                          isl.Val(box.extents[k] - 1))
+    if known is not None:
+        context = context.intersect_params(known.align_params(context.get_space()))
+    return isl.AstBuild.from_context(context).expr_from_set(inside).to_C_str()
+
+
+def _element(buffer: Buffer, u: list[str]) -> list[str]:
+    """C expressions of the array subscripts of buffer element ``u``."""
+    out = []
+    for k, base in enumerate(view(buffer).base):
+        stride = buffer.box.stride[k]
+        term = u[k] if stride == 1 else f"{stride} * {u[k]}"
+        out.append(f"({base}) + {term}")
+    return out
+
+
+def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
+              direction: str) -> list:
+    """Copy-in (``direction='in'``, global -> buffer, guarded by the read footprint) or
+    copy-out (buffer -> global, guarded by the write footprint), for shared buffers a
+    loop dealt to all threads, for registers a fully unrolled loop of one thread."""
+    footprint = buffer.reads if direction == "in" else buffer.writes
+    extents = buffer.box.extents
+    u = [f"pg_u{k}" for k in range(len(extents))]
+    # a shared copy runs exactly where its footprint is not empty (its placeholder's
+    # domain); a register copy runs in every thread
+    from polygpu.codegen.cuda import _thread_context
+    known = footprint.params() if buffer.space == "shared" else \
+        _thread_context(scop, kernel, threads=True)
+    n_threads = kernel.n_threads
+    guard = _guard(footprint, buffer, u, known)
+    local = f"{buffer.name}{''.join(f'[{x}]' for x in u)}"
+    subs = _element(buffer, u)
+    global_ref = f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
+    move = f"{local} = {global_ref};" if direction == "in" else f"{global_ref} = {local};"
+    body = cgen.Block([cgen.Line(move)]) if guard in ("1", "") else \
+        cgen.Block([cgen.If(guard, cgen.Block([cgen.Line(move)]))])
+    if buffer.space == "register":
+        loop = body
+        for k in reversed(range(len(extents))):
+            loop = cgen.Block([cgen.Pragma("unroll"), cgen.For(
+                f"int {u[k]} = 0", f"{u[k]} < {extents[k]}", f"{u[k]} += 1", loop)])
+        return [loop]
+    size = buffer.box.size
+    unpack = []
+    stride = 1
+    for k in reversed(range(len(extents))):
+        value = "pg_i" if stride == 1 else f"pg_i / {stride}"
+        if k > 0:
+            value = f"{value} % {extents[k]}" if stride > 1 or len(extents) > 1 else value
+        unpack.insert(0, cgen.Line(f"const int {u[k]} = {value};"))
+        stride *= extents[k]
+    return [cgen.For(f"int pg_i = {TID}", f"pg_i < {size}", f"pg_i += {n_threads}",
+                     cgen.Block(unpack + list(body.contents)))]
+
+
+def _bind(names: list[str], args: list[str], code: list) -> list:
+    """``code`` preceded by ``const int name = arg;`` for the names it uses."""
+    text = "\n".join(str(c) for c in code)
+    return [cgen.Line(f"const int {n} = {a};") for n, a in zip(names, args, strict=True)
+            if re.search(rf"\b{re.escape(n)}\b", text)] + code
+
+
+def _projection(scop: Scop, kernel: TiledKernel, level: int, statements) -> isl.Set | None:
+    """``{ [o_0..o_{level-1}] }`` over the block parameters: the tile-level coordinates
+    where some instance of ``statements`` runs in the block."""
+    m = kernel.n_mapped
+    result = None
+    for piece in maps_of(kernel.schedule):
+        if piece.get_tuple_name(isl.dim_type.in_) not in statements:
+            continue
+        n_out = piece.dim(isl.dim_type.out)
+        part = piece.project_out(isl.dim_type.out, 2 * m + level, n_out - 2 * m - level)
+        part = part.project_out(isl.dim_type.out, m, m).range()  # [b.., o..]
+        n = part.dim(isl.dim_type.param)
+        part = part.move_dims(isl.dim_type.param, n, isl.dim_type.set, 0, m)
+        for k, name in enumerate(kernel.block_names):
+            part = part.set_dim_name(isl.dim_type.param, n + k, name)
+        result = part if result is None else result.union(part)
+    return result
+
+
+def _schedule_of(name: str, domain: isl.Set, level: int, order: int, depth: int) -> isl.Map:
+    """``name[o..] -> [1, o_0, .., 1, o_{level-1}, order, 0, ..]`` (length ``2 depth + 1``):
+    at its level a copy-in (order 0) precedes the deeper levels (1), a copy-out (2)
+    follows them."""
+    its = [f"o{k}" for k in range(level)]
+    out = []
+    for k in range(level):
+        out += ["1", its[k]]
+    out.append(str(order))
+    out += ["0"] * (2 * depth + 1 - len(out))
+    m = isl.Map(f"{{ {name}[{', '.join(its)}] -> [{', '.join(out)}] }}")
+    domain = domain.set_tuple_name(name)
+    m = m.align_params(domain.get_space())
+    return m.intersect_domain(domain.align_params(m.get_space()))
+
+
+def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_factory,
+                printer: Printer) -> list:
+    """The statements of a kernel with shared buffers (see module doc)."""
+    shared = [b for b in buffers if b.space == "shared"]
+    depth = max(b.level for b in shared)
+    levels = list(kernel.level_names[:depth])
+    iterators = [f"pg_l{k}" for k in range(depth)]
+    statements = frozenset(kernel.statements)
+    pieces = []
+    tile = _projection(scop, kernel, depth, statements)
+    pieces.append(_schedule_of("pg_tile", tile, depth, 1, depth))
+    by_name = {}
+    for b in shared:
+        for direction, footprint, order in (("in", b.reads, 0), ("out", b.writes, 2)):
+            if footprint is None:
+                continue
+            users = {a.statement for a in scop.accesses
+                     if a.array == b.array and a.statement in statements
+                     and a.kind == ("read" if direction == "in" else "write")}
+            where = _projection(scop, kernel, b.level, users)
+            name = f"pg_{direction}_{b.name}"
+            by_name[name] = (b, direction)
+            pieces.append(_schedule_of(name, where, b.level, order, depth))
+    schedule = union_of(pieces)
+    context = isl.Set.universe(tile.params().get_space()).intersect_params(
+        _context_of(scop, kernel, tile))
+    build = isl.AstBuild.from_context(context)
+    if depth:
+        build = build.set_iterators(_ids(iterators))
+    ast = build.node_from_schedule_map(schedule)
+
+    def user(name: str, args: list[str]) -> list:
+        if name == "pg_tile":
+            tile_params = _tile_params(tile, kernel, depth)
+            inner = _inner_ast(scop, kernel, depth, tile_params)
+            code = _bind(levels, args, emitter_factory(None).node(inner))
+            return code + [cgen.Line("__syncthreads();")]
+        b, direction = by_name[name]
+        code = _bind(levels[:b.level], args, copy_loop(b, printer, kernel, scop, direction))
+        return code + [cgen.Line("__syncthreads();")]
+
+    return emitter_factory(user).node(ast)
+
+
+def _ids(names) -> isl.IdList:
+    ids = isl.IdList.alloc(isl.DEFAULT_CONTEXT, len(names))
+    for n in names:
+        ids = ids.add(isl.Id(n))
+    return ids
+
+
+def _context_of(scop: Scop, kernel: TiledKernel, like: isl.Set) -> isl.Set:
+    context = scop.context.align_params(like.get_space()).params()
+    for b in kernel.block_names:
+        p = context.find_dim_by_name(isl.dim_type.param, b)
+        context = context.lower_bound_val(isl.dim_type.param, p, isl.Val(0))
+    return context
+
+
+def _tile_params(tile: isl.Set, kernel: TiledKernel, depth: int) -> isl.Set:
+    """The tile domain with its coordinates turned into the level parameters."""
+    n = tile.dim(isl.dim_type.param)
+    params = tile.move_dims(isl.dim_type.param, n, isl.dim_type.set, 0, depth)
+    for k in range(depth):
+        params = params.set_dim_name(isl.dim_type.param, n + k, kernel.level_names[k])
+    return params.params()
+
+
+def _inner_ast(scop: Scop, kernel: TiledKernel, depth: int, tile_params: isl.Set
+               ) -> isl.AstNode:
+    from polygpu.codegen.cuda import _thread_context, _with_params, kernel_ast
+    context = _thread_context(scop, kernel, threads=True)
+    names = list(kernel.level_names[:depth])
+    context = _with_params(context, names)
+    tile_params = _with_params(tile_params, [p for p in _param_names(context)])
+    context = context.intersect_params(tile_params.align_params(context.get_space()))
+    return kernel_ast(scop, kernel, depth, context)
+
+
+def _param_names(s: isl.Set) -> list[str]:
+    return [s.get_dim_name(isl.dim_type.param, k) for k in range(s.dim(isl.dim_type.param))]

@@ -1,0 +1,106 @@
+"""The data a group of threads touches, as isl sets over named parameters.
+
+A *footprint* is the set of elements of one array that the references of one kind
+(reads or writes) touch when some coordinates of the tiled schedule are fixed: the block
+(``bx..``), optionally the thread (``tx..``), and the first ``level`` tile-level loops
+(``o_c0..``).  Those coordinates become *parameters* named as in the generated code, so
+a footprint is ``[n, bx, o_c0] -> { a[e0, e1] : ... }`` and its bounds are expressions
+the kernel can evaluate where the copy happens.
+
+A :class:`Box` is the smallest strided box around a footprint: per array dimension a
+base (the least element, a piecewise affine function of the parameters), a stride found
+by isl's stride detection (``y[i]`` of a thread with cyclic points ``tx + 32 r`` has
+stride 32) and a constant extent, the largest over all parameter values -- or None when
+no constant bounds it (the footprint grows with ``n``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polygpu.model.dependences import maps_of
+from polygpu.model.scop import Scop
+from polygpu.schedule.tiling import TiledKernel
+
+
+def coordinate_params(kernel: TiledKernel, level: int, threads: bool) -> list[str]:
+    """Names of the fixed coordinates, in the schedule's order."""
+    return (list(kernel.block_names) + (list(kernel.thread_names) if threads else [])
+            + list(kernel.level_names[:level]))
+
+
+def footprint(scop: Scop, kernel: TiledKernel, array: str, kind: str, level: int,
+              threads: bool) -> isl.Set | None:
+    """Elements of ``array`` that ``kind`` references of ``kernel`` touch with the block,
+    (the thread if ``threads``) and the first ``level`` tile levels fixed; None if the
+    kernel has no such reference."""
+    m = kernel.n_mapped
+    names = coordinate_params(kernel, level, threads)
+    result = None
+    for piece in maps_of(kernel.schedule):
+        statement = piece.get_tuple_name(isl.dim_type.in_)
+        n_out = piece.dim(isl.dim_type.out)
+        # keep [b.., (t..), local[:level]]
+        keep = piece.project_out(isl.dim_type.out, 2 * m + level, n_out - 2 * m - level)
+        if not threads:
+            keep = keep.project_out(isl.dim_type.out, m, m)
+        for acc in scop.accesses:
+            if acc.statement != statement or acc.array != array or acc.kind != kind:
+                continue
+            pairs = keep.reverse().apply_range(acc.relation)  # [coords] -> a[e]
+            n_params = pairs.dim(isl.dim_type.param)
+            pairs = pairs.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, 0,
+                                    len(names))
+            for k, name in enumerate(names):
+                pairs = pairs.set_dim_name(isl.dim_type.param, n_params + k, name)
+            part = pairs.range()
+            result = part if result is None else result.union(part)
+    return result.coalesce() if result is not None else None
+
+
+@dataclass(frozen=True)
+class Box:
+    """``e_d = base_d + stride_d * u_d`` with ``0 <= u_d < extents_d``."""
+
+    base: tuple[isl.PwAff, ...]
+    stride: tuple[int, ...]
+    extents: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        total = 1
+        for e in self.extents:
+            total *= e
+        return total
+
+
+def _stride(s: isl.Set, d: int) -> int:
+    try:
+        stride = s.get_stride(d)
+    except isl.Error:
+        return 1
+    value = stride.to_python()
+    return value if isinstance(value, int) and value > 0 else 1
+
+
+def bounding_box(s: isl.Set, context: isl.Set) -> Box | None:
+    """The strided box around ``s`` (see module doc), or None if unbounded."""
+    if s.is_empty():
+        return None
+    base, strides, extents = [], [], []
+    for d in range(s.dim(isl.dim_type.set)):
+        lo = s.dim_min(d)
+        hi = s.dim_max(d)
+        stride = _stride(s, d)
+        width = hi.sub(lo).intersect_params(context)
+        if width.is_empty():
+            return None
+        top = width.max_val()
+        if not top.is_int():  # infinite: the footprint grows with a parameter
+            return None
+        base.append(lo.coalesce())
+        strides.append(stride)
+        extents.append(top.to_python() // stride + 1)
+    return Box(tuple(base), tuple(strides), tuple(extents))

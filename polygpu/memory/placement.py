@@ -1,0 +1,293 @@
+"""Where each array of each kernel lives: registers, constant, shared or global memory.
+
+The decision (paper §4.4-§4.5), per kernel and array, in this order:
+
+1. **registers** -- some reference has register reuse (one thread re-touches its own
+   elements, e.g. ``y[i]`` in mv, ``c[i][j]`` in mm) and a thread's footprint over the
+   whole kernel fits a small constant box that the generated code can index with
+   constants (one element, or the unrolled points of a register tile);
+2. **constant** -- every reference is read by all threads of a warp at one address, the
+   array is read-only in the whole region and its extents are compile-time constants
+   whose bytes fit the 64 KB constant bank;
+3. **shared** -- a reference the scheduler could not coalesce (the transformation's
+   ``shared`` list) or one with reuse across threads: the block's footprint is staged at
+   the outermost tile level where a constant box bounds it (``time_tile`` makes one for
+   time loops), within the shared-memory budget; padded by Algorithm 2;
+4. **global** otherwise (coalesced where the transformation says so).
+
+All references to an array in a kernel go through its buffer, so the buffer is the only
+copy while the kernel runs.  Why the copies are exact: inside a kernel no dependence
+crosses threads or blocks (the tiled schedule was proven so), so a thread's registers
+and a tile's shared buffer only hold values no other thread writes meanwhile; a copy-in
+loads a footprint's elements before their first use, a copy-out stores exactly the
+elements written, and barriers separate copies from the computation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polygpu.frontend import ir
+from polygpu.memory.footprints import Box, bounding_box, footprint
+from polygpu.memory.padding import (
+    CostModel,
+    PaddingDecision,
+    SharedReference,
+    choose_padding,
+    element_stride,
+)
+from polygpu.model.analysis import Analysis
+from polygpu.model.dependences import maps_of
+from polygpu.schedule.tiling import TiledKernel, Variant
+from polygpu.schedule.transformation import Transformation
+
+MAX_REGISTERS = 32  # elements of one register buffer per thread
+CONSTANT_BYTES = 64 * 1024
+STATIC_SHARED_BYTES = 48 * 1024  # larger needs dynamic shared memory (opt-in)
+MAX_SHARED_BYTES = 227 * 1024  # sm_90's opt-in maximum per block
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A shared-memory or register copy of part of one array in one kernel.
+
+    Element ``e`` of the array is ``name[u]`` with ``e_d = box.base_d + stride_d * u_d``;
+    the copy happens inside the first ``level`` tile-level loops (shared) or around the
+    whole kernel (registers).  ``reads``/``writes`` are the exact footprints to load and
+    to store back (parameters: see :mod:`polygpu.memory.footprints`).
+    """
+
+    kernel: int
+    array: str
+    space: str  # 'shared' | 'register'
+    name: str
+    dtype: str
+    level: int
+    box: Box
+    padding: int
+    reads: isl.Set | None
+    writes: isl.Set | None
+    decision: PaddingDecision | None = None
+
+    @property
+    def element_size(self) -> int:
+        return ir.DTYPES[self.dtype][1]
+
+    @property
+    def row_extents(self) -> tuple[int, ...]:
+        """Declared extents: the box, innermost padded."""
+        return self.box.extents[:-1] + (self.box.extents[-1] + self.padding,)
+
+    @property
+    def bytes(self) -> int:
+        total = self.element_size
+        for e in self.row_extents:
+            total *= e
+        return total
+
+    def to_json(self) -> dict:
+        out = {
+            "kernel": self.kernel, "array": self.array, "space": self.space,
+            "name": self.name, "level": self.level, "extents": list(self.box.extents),
+            "stride": list(self.box.stride), "padding": self.padding, "bytes": self.bytes,
+            "copy_in": self.reads is not None, "copy_out": self.writes is not None,
+        }
+        if self.decision is not None:
+            out["padding_solver"] = {"degrees": self.decision.degrees,
+                                     "costs": [round(c, 4) for c in self.decision.costs]}
+        return out
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one reference's data is accessed from in the emitted code."""
+
+    statement: str
+    ref: int
+    array: str
+    access: str  # the reference as written
+    kind: str  # 'read' | 'write'
+    placement: str  # 'global-coalesced' | 'global' | 'shared' | 'register' | 'constant'
+    candidate: str  # what the reuse analysis suggests
+    reason: str = ""  # why a suggestion was not followed
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    buffers: tuple[Buffer, ...]
+    constants: tuple[str, ...]  # arrays copied to __constant__ memory
+    placements: tuple[Placement, ...]
+
+    def of_kernel(self, kernel: int) -> dict[str, Buffer]:
+        return {b.array: b for b in self.buffers if b.kernel == kernel}
+
+    def shared_bytes(self, kernel: int) -> int:
+        return sum(b.bytes for b in self.buffers if b.kernel == kernel and b.space == "shared")
+
+
+def _union(a: isl.Set | None, b: isl.Set | None) -> isl.Set | None:
+    if a is None:
+        return b
+    return a if b is None else a.union(b)
+
+
+def _context(an: Analysis, s: isl.Set) -> isl.Set:
+    return an.scop.context.align_params(s.get_space()).params()
+
+
+def _thread_steps(kernel: TiledKernel, statement: str, access: isl.Map, box: Box
+                  ) -> tuple[int, ...] | None:
+    """How the buffer subscripts of ``access`` grow from thread ``tx`` to ``tx + 1`` with
+    everything else fixed, or None if that is not one constant vector."""
+    piece = next((m for m in maps_of(kernel.schedule)
+                  if m.get_tuple_name(isl.dim_type.in_) == statement), None)
+    if piece is None:
+        return None
+    m = kernel.n_mapped
+    n_out = piece.dim(isl.dim_type.out)
+    shift = isl.BasicMap.universe(isl.Space.map_from_set(piece.range().get_space()))
+    for k in range(n_out):
+        c = isl.Constraint.alloc_equality(isl.LocalSpace.from_space(shift.get_space()))
+        c = c.set_coefficient_val(isl.dim_type.in_, k, isl.Val(1))
+        c = c.set_coefficient_val(isl.dim_type.out, k, isl.Val(-1))
+        if k == m:  # tx
+            c = c.set_constant_val(isl.Val(1))
+        shift = shift.add_constraint(c)
+    neighbour = piece.apply_range(isl.Map.from_basic_map(shift)).apply_range(piece.reverse())
+    deltas = access.reverse().apply_range(neighbour).apply_range(access).deltas()
+    if deltas.is_empty() or not deltas.is_singleton():
+        return None
+    point = deltas.sample_point()
+    steps = []
+    for d, stride in enumerate(box.stride):
+        v = point.get_coordinate_val(isl.dim_type.set, d).to_python()
+        if v % stride:
+            return None
+        steps.append(v // stride)
+    return tuple(steps)
+
+
+def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str,
+             forced: int) -> tuple[int, PaddingDecision | None]:
+    size = ir.DTYPES[dtype][1]
+    refs = [SharedReference("copy", (0,) * (len(box.extents) - 1) + (1,))]
+    for acc in an.scop.accesses:
+        if acc.array == array and acc.statement in kernel.statements:
+            steps = _thread_steps(kernel, acc.statement, acc.relation, box)
+            if steps is not None:
+                refs.append(SharedReference(f"{acc.statement}.{acc.ref} {acc.text}", steps))
+    if size not in (4, 8):
+        return max(forced, 0), None
+    decision = choose_padding(box.extents, tuple(refs), size, CostModel.default(size))
+    if forced >= 0:
+        degrees = {r.name: 0 for r in refs}
+        from polygpu.memory.padding import conflict_degree
+        for r in refs:
+            degrees[r.name] = conflict_degree(element_stride(box.extents, forced, r.steps),
+                                              size)
+        return forced, PaddingDecision(forced, decision.costs[forced], degrees,
+                                       decision.costs)
+    return decision.padding, decision
+
+
+def _constant_shape(an: Analysis, array: str) -> int | None:
+    """Bytes of ``array`` if its extents are compile-time constants."""
+    a = an.scop.array(array)
+    total = a.element_size
+    for e in a.shape_exprs:
+        if not isinstance(e, ir.IntConst):
+            return None
+        total *= e.value
+    return total
+
+
+def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ...],
+                variant: Variant) -> MemoryPlan:
+    """Decide every kernel's buffers and every reference's placement (module doc)."""
+    scop = an.scop
+    written = scop.written_arrays()
+    shared_refs = set(tr.shared)
+    coalesced = set(tr.coalesced)
+    buffers: list[Buffer] = []
+    constants: list[str] = []
+    constant_bytes = 0
+    where: dict[tuple[int, str], tuple[str, str]] = {}  # (kernel, array) -> (space, reason)
+    for kernel in kernels:
+        budget = MAX_SHARED_BYTES
+        for array in scop.arrays:
+            if array.kind == "temporary":
+                continue
+            refs = [a for a in scop.accesses
+                    if a.array == array.name and a.statement in kernel.statements]
+            if not refs:
+                continue
+            cands = {an.reuse_of(a.statement, a.ref).candidate for a in refs}
+            key = (kernel.index, array.name)
+            # 1. registers
+            if variant.registers and "register" in cands:
+                reads = footprint(scop, kernel, array.name, "read", 0, threads=True)
+                writes = footprint(scop, kernel, array.name, "write", 0, threads=True)
+                both = _union(reads, writes)
+                box = bounding_box(both, _context(an, both))
+                if box is not None and box.size <= MAX_REGISTERS and (
+                        box.size == 1 or kernel.unroll_dims):
+                    buffers.append(Buffer(kernel.index, array.name, "register",
+                                          f"{array.name}_reg", array.dtype, 0, box, 0,
+                                          reads, writes))
+                    where[key] = ("register", "")
+                    continue
+                where[key] = ("global", "register reuse, but a thread's elements do not "
+                              "fit a constant-indexed register tile (use jam)")
+            # 2. constant memory
+            size = _constant_shape(an, array.name)
+            if cands == {"constant"} and array.name not in written and size is not None \
+                    and constant_bytes + size <= CONSTANT_BYTES:
+                if array.name not in constants:
+                    constants.append(array.name)
+                    constant_bytes += size
+                where[key] = ("constant", "")
+                continue
+            # 3. shared memory
+            wants = any((a.statement, a.ref) in shared_refs for a in refs) or \
+                cands & {"shared", "constant"}
+            if not wants:
+                continue
+            if not variant.shared:
+                where.setdefault(key, ("global", "shared memory turned off (variant)"))
+                continue
+            placed = False
+            for level in range(kernel.n_tile_levels + 1):
+                reads = footprint(scop, kernel, array.name, "read", level, threads=False)
+                writes = footprint(scop, kernel, array.name, "write", level, threads=False)
+                both = _union(reads, writes)
+                box = bounding_box(both, _context(an, both))
+                if box is None:
+                    continue
+                padding, decision = _padding(kernel, an, array.name, box, array.dtype,
+                                             variant.padding)
+                buffer = Buffer(kernel.index, array.name, "shared", f"{array.name}_sh",
+                                array.dtype, level, box, padding, reads, writes, decision)
+                if buffer.bytes > budget:
+                    where[key] = ("global", f"the tile's data ({buffer.bytes} bytes) "
+                                  "exceeds the shared-memory budget")
+                    break
+                budget -= buffer.bytes
+                buffers.append(buffer)
+                where[key] = ("shared", "")
+                placed = True
+                break
+            if not placed and key not in where:
+                where[key] = ("global", "no tile level bounds the block's data by a "
+                              "constant (set time_tile)")
+    placements = []
+    for a in scop.accesses:
+        k = tr.kernel_of(a.statement)
+        space, reason = where.get((k, a.array), ("", ""))
+        default = "global-coalesced" if (a.statement, a.ref) in coalesced else "global"
+        placements.append(Placement(
+            statement=a.statement, ref=a.ref, array=a.array, access=a.text, kind=a.kind,
+            placement=space if space in ("register", "constant", "shared") else default,
+            candidate=an.reuse_of(a.statement, a.ref).candidate, reason=reason))
+    return MemoryPlan(tuple(buffers), tuple(constants), tuple(placements))
