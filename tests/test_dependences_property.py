@@ -20,6 +20,7 @@ from polygpu.frontend.python_frontend import parse_python_function
 from polygpu.model.build import build_scop
 from polygpu.model.dependences import compute_dependences
 from tests.random_nests import (
+    Guard,
     Loop,
     Stmt,
     brute_force_dependences,
@@ -74,6 +75,21 @@ def _load(path, name):
     Loop("k", "0", "min(j + 2, n)", 1, [
         Stmt(("B", ("j + 1", "i + k")), "=", []),
         Loop("l", "0", "n - 1", 1, [Stmt(("B", ("n - 1 - k", "n - 1 - k")), "=", [])])])])])])
+# regression: isl's lexmax failed on strided times (the lexmax path retries simplified)
+@example(tree=[
+    Loop("i", "0", "n", 2, [Loop("j", "0", "i + 1", 1, [
+        Guard(("i", "!=", "n - 2"),
+              [Stmt(("x", ("2",)), "=", [("A", ("n - 1 - j", "j + i")), ("x", ("i",)),
+                                         ("x", ("2",))])],
+              [Stmt(("B", ("n - 1 - j", "n - 1 - j")), "+=", [("y", ("2",))])]),
+        Stmt(("y", ("j + i",)), "=", [("B", ("j + i", "j")), ("x", ("n - 1 - j",)),
+                                      ("y", ("j + i",))])])]),
+    Loop("i", "0", "n - 1", 1, [
+        Stmt(("x", ("i",)), "=", [("x", ("i",))]),
+        Guard(("i", "!=", "n - 2"),
+              [Stmt(("x", ("i + 0",)), "=", [("y", ("i",)), ("A", ("i", "i")),
+                                             ("x", ("i + 0",))])],
+              [Stmt(("x", ("i + 1",)), "+=", [])])])])
 def test_isl_dependences_match_brute_force(tree, tmp_path):
     k = next(_counter)
     py_path = tmp_path / f"nest_{k}.py"

@@ -110,8 +110,31 @@ def last_source_by_lexmax(sinks, sources, schedule) -> isl.UnionMap:
     sink's element strictly earlier, the one with the lexicographically largest time."""
     same_element = sinks.apply_range(sources.reverse())  # sink -> source
     earlier = same_element.intersect(schedule.lex_gt_union_map(schedule))
-    last_time = earlier.apply_range(schedule).lexmax()  # sink -> time of its last source
+    last_time = _lexmax(earlier.apply_range(schedule))  # sink -> time of its last source
     return last_time.apply_range(schedule.reverse()).reverse().coalesce()
+
+
+def _lexmax(umap: isl.UnionMap) -> isl.UnionMap:
+    """``umap.lexmax()``; where isl fails on a map (it does on some quasi-affine ones,
+    "affine expression involves some of the domain dimensions"), the same map
+    simplified first -- an equal set, in another representation."""
+    try:
+        return umap.lexmax()
+    except isl.Error:
+        pass
+    result = isl.UnionMap.empty(umap.get_space())
+    for m in maps_of(umap):
+        for simplify in (lambda x: x, lambda x: x.coalesce(),
+                         lambda x: x.detect_equalities().remove_redundancies().coalesce()):
+            try:
+                part = simplify(m).lexmax()
+                break
+            except isl.Error:
+                continue
+        else:
+            part = m.coalesce().lexmax()  # let isl's error surface
+        result = result.union(isl.UnionMap.from_map(part))
+    return result
 
 
 def _split(kind: str, array: str, umap: isl.UnionMap, expand: dict[str, isl.Map]
