@@ -215,7 +215,8 @@ def _traffic(args: argparse.Namespace, result):
     compiled = compile_region(args.file, args.function, _variant(args), args.defines,
                               args.include_dirs)
     return [t for launch, k in zip(compiled.program.launches, compiled.kernels, strict=True)
-            for t in kernel_traffic(compiled.analysis.scop, k, launch.kernel, params)]
+            for t in kernel_traffic(compiled.analysis.scop, k, launch.kernel, params,
+                                    compiled.memory)]
 
 
 def _run_check(args: argparse.Namespace) -> int:

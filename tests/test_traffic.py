@@ -30,6 +30,22 @@ def test_mm_footprints_match_brute_force(n):
     a = sum(len(r) * n for r in rows for _ in cols)  # a[i][k]: the block's rows, all k
     b = sum(n * len(q) for _ in rows for q in cols)  # b[k][j]: all k, the block's columns
     assert got == {"a": (a, 0), "b": (b, 0), "c": (n * n, n * n)}
+    # staged per k tile of 32: the tiles of one block are disjoint, the same totals
+    staged = {t.array: (t.loads, t.stores) for t in
+              kernel_traffic(c.analysis.scop, kernel, "k", {"n": n}, c.memory)}
+    assert staged == got and {b.array for b in c.memory.buffers if b.space == "shared"} \
+        == {"a", "b"}
+
+
+def test_staging_per_tile_counts_halo_once_per_tile():
+    # a 3-point stencil staged per block of 32: each block loads its 32 + 2 halo
+    c = compile_region("kernels/jacobi1d.c", variant=Variant(tile=(32,), threads=(32,)))
+    (kernel,) = c.kernels
+    (a,) = [b for b in c.memory.buffers if b.array == "a"]
+    assert a.space == "shared" and a.box.extents == (34,)
+    got = {t.array: t.loads for t in
+           kernel_traffic(c.analysis.scop, kernel, "k", {"n": 130}, c.memory)}
+    assert got["a"] == 4 * 34  # 128 interior points: 4 blocks
 
 
 def test_tmv_reads_y_once_per_block():

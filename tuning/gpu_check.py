@@ -23,6 +23,9 @@ KERNELS = ["kernels/mv.c", "kernels/tmv.c", "kernels/mvt.c", "kernels/mm.c",
 VARIANTS = {
     "default": [],
     "register-tiled": ["--tile", "8,64", "--threads", "4,32", "--variant", '{"jam": true}'],
+    "no-shared": ["--variant", '{"shared": false, "registers": false}'],
+    "shared-unpadded": ["--variant", '{"padding": 0}'],
+    "blocked": ["--tile", "4,512", "--threads", "4,128", "--variant", '{"blocked": true}'],
 }
 
 

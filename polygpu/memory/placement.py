@@ -192,6 +192,24 @@ def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str
     return decision.padding, decision
 
 
+def _group_reuse(refs) -> bool:
+    """Two reads of one statement at a constant non-zero distance (``a[i-1]``, ``a[i+1]``):
+    uniformly generated references whose elements neighbouring instances share."""
+    reads = [a for a in refs if a.kind == "read"]
+    for k, first in enumerate(reads):
+        for second in reads[k + 1:]:
+            if first.statement != second.statement:
+                continue
+            same = first.relation.reverse().apply_range(second.relation)  # e1 -> e2
+            deltas = same.deltas()
+            if deltas.is_singleton() and not deltas.is_empty():
+                point = deltas.sample_point()
+                if any(not point.get_coordinate_val(isl.dim_type.set, d).is_zero()
+                       for d in range(deltas.dim(isl.dim_type.set))):
+                    return True
+    return False
+
+
 def _constant_shape(an: Analysis, array: str) -> int | None:
     """Bytes of ``array`` if its extents are compile-time constants."""
     a = an.scop.array(array)
@@ -251,7 +269,7 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                 continue
             # 3. shared memory
             wants = any((a.statement, a.ref) in shared_refs for a in refs) or \
-                cands & {"shared", "constant"}
+                cands & {"shared", "constant"} or _group_reuse(refs)
             if not wants:
                 continue
             if not variant.shared:
