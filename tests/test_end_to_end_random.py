@@ -14,12 +14,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from polygpu.pipeline import compile_region
 from polygpu.runtime.check import check_program
 from polygpu.schedule.tiling import Variant
-from tests.random_nests import nests, render_c
+from tests.random_nests import Loop, Stmt, nests, render_c
 
 VARIANTS = (
     (Variant(), (37, 61)),
@@ -33,6 +33,13 @@ _counter = itertools.count()
 @settings(max_examples=105, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(tree=nests())
+# regression: a footprint on a lattice (rows + columns even) was given a stride per
+# dimension that isl measured relative to the other dimension: half the rows lost
+@example(tree=[
+    Loop("i", "0", "n", 2, [Stmt(("x", ("i + 0",)), "+=", [("A", ("n - 1 - i", "i + 0")),
+                                                           ("A", ("i + 0", "n - 1 - i"))])]),
+    Loop("i", "0", "n", 1, [Loop("j", "0", "n", 2, [
+        Stmt(("A", ("n - 1 - i", "i + j")), "+=", [])])])])
 def test_random_nest_runs_correctly(tree, tmp_path):
     path = tmp_path / f"nest_{next(_counter)}.c"
     path.write_text(render_c(tree))

@@ -295,7 +295,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         body += [cgen.Line(f"const int {t} = threadIdx.{AXES[k]};")
                  for k, t in enumerate(kernel.thread_names)]
         if shared:
-            tid = kernel.thread_names[0]
+            tid = kernel.thread_names[0] if kernel.thread_names else "0"
             for k in range(1, kernel.n_mapped):
                 tid = f"{kernel.thread_names[k]} * {_product(kernel.threads[:k])} + {tid}"
             body.append(cgen.Line(f"const int {staging.TID} = {tid};"))

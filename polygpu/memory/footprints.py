@@ -77,8 +77,13 @@ class Box:
 
 
 def _stride(s: isl.Set, d: int) -> int:
+    """The stride of dimension ``d`` on its own (isl's stride of a dimension may take
+    the other dimensions into account, e.g. ``r + c`` even: no stride of ``r`` alone)."""
+    n = s.dim(isl.dim_type.set)
+    alone = s.project_out(isl.dim_type.set, d + 1, n - d - 1).project_out(
+        isl.dim_type.set, 0, d)
     try:
-        stride = s.get_stride(d)
+        stride = alone.get_stride(0)
     except isl.Error:
         return 1
     value = stride.to_python()
@@ -97,7 +102,10 @@ def bounding_box(s: isl.Set, context: isl.Set) -> Box | None:
         width = hi.sub(lo).intersect_params(context)
         if width.is_empty():
             return None
-        top = width.max_val()
+        try:
+            top = width.max_val()
+        except isl.Error:  # isl's max_val needs integer affine pieces; give up staging
+            return None
         if not top.is_int():  # infinite: the footprint grows with a parameter
             return None
         base.append(lo.coalesce())

@@ -272,6 +272,9 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                 cands & {"shared", "constant"} or _group_reuse(refs)
             if not wants:
                 continue
+            if kernel.n_mapped == 0:
+                where.setdefault(key, ("global", "a one-thread kernel: nothing to share"))
+                continue
             if not variant.shared:
                 where.setdefault(key, ("global", "shared memory turned off (variant)"))
                 continue
@@ -301,7 +304,10 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                               "constant (set time_tile)")
     placements = []
     for a in scop.accesses:
-        k = tr.kernel_of(a.statement)
+        try:
+            k = tr.kernel_of(a.statement)
+        except KeyError:  # a statement that never runs (empty domain) is in no kernel
+            k = -1
         space, reason = where.get((k, a.array), ("", ""))
         default = "global-coalesced" if (a.statement, a.ref) in coalesced else "global"
         placements.append(Placement(

@@ -15,6 +15,7 @@ Python (:mod:`polygpu.runtime.grid`).
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 from collections.abc import Mapping
@@ -69,15 +70,26 @@ def device_source(program: KernelProgram) -> str:
     return _KERNEL.sub('extern "C" __global__', program.source)
 
 
-@lru_cache(maxsize=64)
+def nvcc_options() -> tuple[str, ...]:
+    """Extra nvcc options from ``POLYGPU_NVCC_OPTIONS`` (space-separated), e.g.
+    ``-Xptxas -dlcm=cg`` to keep global loads out of L1 (what the experiments in
+    ``tuning/memory_tables.py --l1-off`` use)."""
+    return tuple(os.environ.get("POLYGPU_NVCC_OPTIONS", "").split())
+
+
 def _module(source: str):
+    return _compiled_module(source, nvcc_options())
+
+
+@lru_cache(maxsize=64)
+def _compiled_module(source: str, options: tuple[str, ...]):
     cuda = _cuda()
     from pycuda.compiler import SourceModule
 
     major, minor = cuda.Context.get_device().compute_capability()
     try:
         return SourceModule(source, no_extern_c=True, arch=f"sm_{major}{minor}",
-                            options=["-std=c++17"])
+                            options=["-std=c++17", *options])
     except cuda.CompileError as e:
         raise CompileError(f"nvcc cannot compile the program:\n{e}") from e
 
