@@ -103,7 +103,8 @@ def _add_variant_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", metavar="JSON",
                    help="the variant as JSON, e.g. '{\"tile\": [4, 128], \"threads\": "
                    "[4, 32], \"jam\": true}' (fields: candidate, tile, threads, jam, "
-                   "time_tile, unroll)")
+                   "time_tile, unroll, blocked, shared, padding, registers; see "
+                   "docs/memory.md)")
     p.add_argument("--tile", metavar="T[,T..]",
                    help="block tile per space dimension, innermost last (sets 'tile')")
     p.add_argument("--threads", metavar="T[,T..]",
