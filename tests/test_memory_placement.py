@@ -95,11 +95,23 @@ def test_stencil_inputs_are_staged_with_their_halo():
 
 
 def test_large_tiles_use_dynamic_shared_memory():
-    # mvt's fused kernel stages a for both a[i][j] and a[j][i]: a 128 x 128 box
-    c = compile_region("kernels/mvt.c")
+    # 128 x 64 tiles of a and 64 x 128 of b: 64 KB, more than static shared memory
+    variant = Variant(tile=(128, 128), threads=(8, 32), time_tile=64)
+    c = compile_region("kernels/mm.c", variant=variant)
     (launch,) = c.program.launches
-    assert launch.shared_bytes > STATIC_SHARED_BYTES
+    assert launch.shared_bytes >= 2 * 128 * 64 * 4 > STATIC_SHARED_BYTES
     assert "extern __shared__" in c.program.source
+    assert check_program(c.program, c.analysis.scop, "kernels/mm.c", {"n": 70}, seed=3).ok
+
+
+def test_read_only_array_is_staged_only_where_needed():
+    # mvt: a[i][j] (the mv half) is not coalesced and is staged; a[j][i] (the tmv half)
+    # is coalesced and read directly, so the buffer is 128 x 32, not 128 x 128
+    c = compile_region("kernels/mvt.c")
+    a = _buffers(c)["a"]
+    assert a.box.extents == (128, 32) and a.statements == frozenset({"S0"})
+    (p,) = [p for p in c.placement if p.access == "a[j][i]"]
+    assert p.placement == "global-coalesced"
 
 
 CHECKS = [

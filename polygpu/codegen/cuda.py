@@ -103,7 +103,8 @@ class Emitter:
     references to buffered and constant arrays printed as the memory stage says; calls
     of other names (the copy and tile placeholders of a staged kernel) go to ``user``."""
 
-    def __init__(self, scop: Scop, unroll: int, buffers: dict[str, BufferView] | None = None,
+    def __init__(self, scop: Scop, unroll: int,
+                 buffers: dict[str, tuple[BufferView, frozenset[str]]] | None = None,
                  constants: frozenset[str] = frozenset(), user=None):
         self.scop = scop
         self.unroll = unroll
@@ -169,9 +170,11 @@ class Emitter:
         dtype = (self.scop.array(target.array).dtype if isinstance(target, ir.ArrayRef)
                  else self.scop.array(target.name).dtype
                  if target.name in self.temporaries else "float64")
+        views = {array: view for array, (view, users) in self.buffers.items()
+                 if name in users}
         printer = Printer(self.shapes, self.temporaries, subst,
                           dtype if dtype.startswith("float") else "float64",
-                          self.buffers, self.constants)
+                          views, self.constants)
         return cgen.Statement(printer.assign(stmt.body)[:-1])
 
 
@@ -287,9 +290,9 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         buffers = list(plan.of_kernel(kernel.index).values()) if plan else []
         shared = [b for b in buffers if b.space == "shared"]
         registers = [b for b in buffers if b.space == "register"]
-        views = {b.array: staging.view(b) for b in buffers}
+        views = {b.array: (staging.view(b), b.statements) for b in buffers}
         dynamic = sum(b.bytes for b in shared) > STATIC_SHARED_BYTES
-        printer = Printer(shapes, frozenset(), {}, buffers=views, constants=constants)
+        printer = Printer(shapes, frozenset(), {}, constants=constants)
         body = [cgen.Line(f"const int {b} = blockIdx.{AXES[k]};")
                 for k, b in enumerate(kernel.block_names)]
         body += [cgen.Line(f"const int {t} = threadIdx.{AXES[k]};")

@@ -214,7 +214,7 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
             if footprint is None:
                 continue
             users = {a.statement for a in scop.accesses
-                     if a.array == b.array and a.statement in statements
+                     if a.array == b.array and a.statement in b.statements
                      and a.kind == ("read" if direction == "in" else "write")}
             where = _projection(scop, kernel, b.level, users)
             name = f"pg_{direction}_{b.name}"

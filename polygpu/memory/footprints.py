@@ -32,15 +32,17 @@ def coordinate_params(kernel: TiledKernel, level: int, threads: bool) -> list[st
 
 
 def footprint(scop: Scop, kernel: TiledKernel, array: str, kind: str, level: int,
-              threads: bool) -> isl.Set | None:
-    """Elements of ``array`` that ``kind`` references of ``kernel`` touch with the block,
-    (the thread if ``threads``) and the first ``level`` tile levels fixed; None if the
-    kernel has no such reference."""
+              threads: bool, statements: frozenset[str] | None = None) -> isl.Set | None:
+    """Elements of ``array`` that ``kind`` references of ``kernel`` (of ``statements``
+    only, if given) touch with the block, (the thread if ``threads``) and the first
+    ``level`` tile levels fixed; None if there is no such reference."""
     m = kernel.n_mapped
     names = coordinate_params(kernel, level, threads)
     result = None
     for piece in maps_of(kernel.schedule):
         statement = piece.get_tuple_name(isl.dim_type.in_)
+        if statements is not None and statement not in statements:
+            continue
         n_out = piece.dim(isl.dim_type.out)
         # keep [b.., (t..), local[:level]]
         keep = piece.project_out(isl.dim_type.out, 2 * m + level, n_out - 2 * m - level)

@@ -70,6 +70,9 @@ class Buffer:
     reads: isl.Set | None
     writes: isl.Set | None
     decision: PaddingDecision | None = None
+    # the statements whose references use the buffer (the others read the array in
+    # global memory: only for arrays the kernel does not write)
+    statements: frozenset[str] = frozenset()
 
     @property
     def element_size(self) -> int:
@@ -93,6 +96,7 @@ class Buffer:
             "name": self.name, "level": self.level, "extents": list(self.box.extents),
             "stride": list(self.box.stride), "padding": self.padding, "bytes": self.bytes,
             "copy_in": self.reads is not None, "copy_out": self.writes is not None,
+            "statements": sorted(self.statements),
         }
         if self.decision is not None:
             out["padding_solver"] = {"degrees": self.decision.degrees,
@@ -169,12 +173,18 @@ def _thread_steps(kernel: TiledKernel, statement: str, access: isl.Map, box: Box
     return tuple(steps)
 
 
+def _wants_shared(an: Analysis, acc, shared_refs) -> bool:
+    """The scheduler could not coalesce ``acc``, or it has reuse across threads."""
+    return (acc.statement, acc.ref) in shared_refs or \
+        an.reuse_of(acc.statement, acc.ref).candidate in ("shared", "constant")
+
+
 def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str,
-             forced: int) -> tuple[int, PaddingDecision | None]:
+             forced: int, statements: frozenset[str]) -> tuple[int, PaddingDecision | None]:
     size = ir.DTYPES[dtype][1]
     refs = [SharedReference("copy", (0,) * (len(box.extents) - 1) + (1,))]
     for acc in an.scop.accesses:
-        if acc.array == array and acc.statement in kernel.statements:
+        if acc.array == array and acc.statement in statements:
             steps = _thread_steps(kernel, acc.statement, acc.relation, box)
             if steps is not None:
                 refs.append(SharedReference(f"{acc.statement}.{acc.ref} {acc.text}", steps))
@@ -232,6 +242,7 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
     constants: list[str] = []
     constant_bytes = 0
     where: dict[tuple[int, str], tuple[str, str]] = {}  # (kernel, array) -> (space, reason)
+    users_of: dict[tuple[int, str], frozenset[str]] = {}  # statements using a shared buffer
     for kernel in kernels:
         budget = MAX_SHARED_BYTES
         for array in scop.arrays:
@@ -253,7 +264,8 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                         box.size == 1 or kernel.unroll_dims):
                     buffers.append(Buffer(kernel.index, array.name, "register",
                                           f"{array.name}_reg", array.dtype, 0, box, 0,
-                                          reads, writes))
+                                          reads, writes,
+                                          statements=frozenset(kernel.statements)))
                     where[key] = ("register", "")
                     continue
                 where[key] = ("global", "register reuse, but a thread's elements do not "
@@ -268,8 +280,7 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                 where[key] = ("constant", "")
                 continue
             # 3. shared memory
-            wants = any((a.statement, a.ref) in shared_refs for a in refs) or \
-                cands & {"shared", "constant"} or _group_reuse(refs)
+            wants = any(_wants_shared(an, a, shared_refs) for a in refs) or _group_reuse(refs)
             if not wants:
                 continue
             if kernel.n_mapped == 0:
@@ -278,18 +289,29 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
             if not variant.shared:
                 where.setdefault(key, ("global", "shared memory turned off (variant)"))
                 continue
+            # an array the kernel only reads may be staged for some statements and read
+            # directly by the others (mvt: a[i][j] staged, a[j][i] coalesced); one it
+            # writes has all its references in the buffer, the only copy
+            users = frozenset(a.statement for a in refs)
+            if not any(a.kind == "write" for a in refs):
+                users = frozenset(a.statement for a in refs if _wants_shared(
+                    an, a, shared_refs) or _group_reuse(
+                        [r for r in refs if r.statement == a.statement]))
             placed = False
             for level in range(kernel.n_tile_levels + 1):
-                reads = footprint(scop, kernel, array.name, "read", level, threads=False)
-                writes = footprint(scop, kernel, array.name, "write", level, threads=False)
+                reads = footprint(scop, kernel, array.name, "read", level, threads=False,
+                                  statements=users)
+                writes = footprint(scop, kernel, array.name, "write", level, threads=False,
+                                   statements=users)
                 both = _union(reads, writes)
                 box = bounding_box(both, _context(an, both))
                 if box is None:
                     continue
                 padding, decision = _padding(kernel, an, array.name, box, array.dtype,
-                                             variant.padding)
+                                             variant.padding, users)
                 buffer = Buffer(kernel.index, array.name, "shared", f"{array.name}_sh",
-                                array.dtype, level, box, padding, reads, writes, decision)
+                                array.dtype, level, box, padding, reads, writes, decision,
+                                users)
                 if buffer.bytes > budget:
                     where[key] = ("global", f"the tile's data ({buffer.bytes} bytes) "
                                   "exceeds the shared-memory budget")
@@ -297,6 +319,7 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                 budget -= buffer.bytes
                 buffers.append(buffer)
                 where[key] = ("shared", "")
+                users_of[key] = users
                 placed = True
                 break
             if not placed and key not in where:
@@ -309,6 +332,8 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
         except KeyError:  # a statement that never runs (empty domain) is in no kernel
             k = -1
         space, reason = where.get((k, a.array), ("", ""))
+        if space == "shared" and a.statement not in users_of[(k, a.array)]:
+            space, reason = "", "read directly: the staged references are elsewhere"
         default = "global-coalesced" if (a.statement, a.ref) in coalesced else "global"
         placements.append(Placement(
             statement=a.statement, ref=a.ref, array=a.array, access=a.text, kind=a.kind,
