@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from polygpu.model.build import map_from_pw_affs
 from polygpu.model.scop import Scop
 
 KINDS = ("flow", "anti", "output")
@@ -187,6 +188,38 @@ def compression(domain: isl.Set) -> isl.Map | None:
     return isl.Map.from_basic_map(bmap) if strided else None
 
 
+def _counter_schedule(schedule: isl.Map, domain: isl.Set, expand: isl.Map) -> isl.Map:
+    """The schedule of the compressed statement, with every time dimension that *is* a
+    strided iterator replaced by its counter (``2j'`` -> ``j'``).
+
+    Same order: statements compared at such a dimension share the loop, hence its
+    stride and offset.  Needed because isl's ``compute_flow`` returned a wrong last
+    writer with strided time dimensions (``[.., 2j', ..]``: a write from the first
+    ``j`` instead of the last)."""
+    pma = schedule.intersect_domain(domain).as_pw_multi_aff()
+    to_original = expand.as_pw_multi_aff()  # S[x'] -> S[x]
+    space = domain.get_space()
+    compressed_domain = domain.apply(expand.reverse())
+    c_space = compressed_domain.get_space()
+    n = domain.dim(isl.dim_type.set)
+    affs = []
+    for p in range(pma.dim(isl.dim_type.out)):
+        pa = pma.get_pw_aff(p)
+        replaced = None
+        for d in range(n):
+            var = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(space), isl.dim_type.set,
+                                          d).intersect_domain(domain)
+            if pa.is_equal(var):
+                replaced = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(c_space),
+                                                   isl.dim_type.set, d)
+                break
+        affs.append(replaced if replaced is not None
+                    else pa.pullback_pw_multi_aff(to_original))
+    m = map_from_pw_affs(affs, compressed_domain, None)
+    return m.set_tuple_id(isl.dim_type.out, schedule.get_tuple_id(isl.dim_type.out)) \
+        if schedule.has_tuple_id(isl.dim_type.out) else m
+
+
 def compute_dependences(scop: Scop) -> Dependences:
     """Flow, anti and output dependences of ``scop``, per array and statement pair."""
     compress, expand = {}, {}  # statement -> compression map and its inverse
@@ -202,6 +235,12 @@ def compute_dependences(scop: Scop) -> Dependences:
         return umap
 
     schedule = compressed(scop.schedule)
+    for s in scop.statements:
+        if s.name in compress:
+            schedule = schedule.subtract_domain(
+                isl.UnionSet.from_set(s.domain).apply(compress[s.name])).union(
+                isl.UnionMap.from_map(_counter_schedule(s.schedule, s.domain,
+                                                        expand[s.name])))
     backwards = _reverse_time(schedule)
     items: list[Dependence] = []
     for array in scop.arrays:
