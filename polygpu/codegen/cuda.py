@@ -26,76 +26,13 @@ from polygpu.codegen.expressions import (
     temporary_name,
 )
 from polygpu.codegen.program import Argument, KernelProgram, Launch
+from polygpu.codegen.thread_ast import kernel_ast
 from polygpu.frontend import ir
 from polygpu.memory.placement import STATIC_SHARED_BYTES, MemoryPlan
-from polygpu.model.dependences import maps_of, union_of
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 
 AXES = "xyz"
-
-
-def _ids(names) -> isl.IdList:
-    ids = isl.IdList.alloc(isl.DEFAULT_CONTEXT, len(names))
-    for n in names:
-        ids = ids.add(isl.Id(n))
-    return ids
-
-
-def _with_params(m: isl.Map | isl.Set, names: list[str]) -> isl.Map | isl.Set:
-    """``m`` with parameters ``names`` added (those it lacks), at the end."""
-    for name in names:
-        if m.find_dim_by_name(isl.dim_type.param, name) < 0:
-            k = m.dim(isl.dim_type.param)
-            m = m.add_dims(isl.dim_type.param, 1).set_dim_name(isl.dim_type.param, k, name)
-    return m
-
-
-def _fix_leading(smap: isl.Map, names: list[str]) -> isl.Map:
-    """Equate the first ``len(names)`` output dims of ``smap`` to parameters ``names`` and
-    drop them: the schedule of what remains once those coordinates are known."""
-    smap = _with_params(smap, names)
-    for k, name in enumerate(names):
-        p = smap.find_dim_by_name(isl.dim_type.param, name)
-        smap = smap.equate(isl.dim_type.param, p, isl.dim_type.out, k)
-    return smap.project_out(isl.dim_type.out, 0, len(names))
-
-
-def _thread_context(scop: Scop, kernel: TiledKernel, threads: bool) -> isl.Set:
-    """The parameter context: the region's, block ids >= 0 and thread ids in range."""
-    names = list(kernel.block_names) + (list(kernel.thread_names) if threads else [])
-    context = _with_params(scop.context, names)
-    for b in kernel.block_names:
-        context = context.lower_bound_val(
-            isl.dim_type.param, context.find_dim_by_name(isl.dim_type.param, b), isl.Val(0))
-    if threads:
-        for k, t in enumerate(kernel.thread_names):
-            p = context.find_dim_by_name(isl.dim_type.param, t)
-            context = context.lower_bound_val(isl.dim_type.param, p, isl.Val(0))
-            context = context.upper_bound_val(isl.dim_type.param, p,
-                                              isl.Val(kernel.threads[k] - 1))
-    return context
-
-
-def kernel_ast(scop: Scop, kernel: TiledKernel, levels: int = 0,
-               context: isl.Set | None = None) -> isl.AstNode:
-    """The AST of one thread's work in ``kernel``, with the block and thread coordinates
-    and the first ``levels`` tile levels as parameters."""
-    fixed = (list(kernel.block_names) + list(kernel.thread_names)
-             + list(kernel.level_names[:levels]))
-    schedule = union_of(_fix_leading(piece, fixed) for piece in maps_of(kernel.schedule))
-    if context is None:
-        context = _thread_context(scop, kernel, threads=True)
-    context = _with_params(context, fixed)
-    build = isl.AstBuild.from_context(context).set_iterators(
-        _ids(kernel.local_names[levels:]))
-    if kernel.unroll_dims:
-        # register tiles: isl unrolls these loops completely (a guarded copy per point)
-        n = kernel.n_local - levels
-        dims = ", ".join(f"d{k}" for k in range(n))
-        options = "; ".join(f"[{dims}] -> unroll[{k - levels}]" for k in kernel.unroll_dims)
-        build = build.set_options(isl.UnionMap(f"{{ {options} }}"))
-    return build.node_from_schedule_map(schedule)
 
 
 class Emitter:

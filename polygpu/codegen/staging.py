@@ -29,6 +29,7 @@ import cgen
 import islpy as isl
 
 from polygpu.codegen.expressions import BufferView, Printer
+from polygpu.codegen.thread_ast import ids, kernel_ast, thread_context, with_params
 from polygpu.frontend import ir
 from polygpu.memory.placement import Buffer
 from polygpu.model.dependences import maps_of, union_of
@@ -125,9 +126,8 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
     u = [f"pg_u{k}" for k in range(len(extents))]
     # a shared copy runs exactly where its footprint is not empty (its placeholder's
     # domain); a register copy runs in every thread
-    from polygpu.codegen.cuda import _thread_context
     known = footprint.params() if buffer.space == "shared" else \
-        _thread_context(scop, kernel, threads=True)
+        thread_context(scop, kernel, threads=True)
     n_threads = kernel.n_threads
     guard = _guard(footprint, buffer, u, known)
     local = f"{buffer.name}{''.join(f'[{x}]' for x in u)}"
@@ -148,7 +148,7 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
     for k in reversed(range(len(extents))):
         value = "pg_i" if stride == 1 else f"pg_i / {stride}"
         if k > 0:
-            value = f"{value} % {extents[k]}" if stride > 1 or len(extents) > 1 else value
+            value = f"{value} % {extents[k]}"
         unpack.insert(0, cgen.Line(f"const int {u[k]} = {value};"))
         stride *= extents[k]
     return [cgen.For(f"int pg_i = {TID}", f"pg_i < {size}", f"pg_i += {n_threads}",
@@ -225,7 +225,7 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
         _context_of(scop, kernel, tile))
     build = isl.AstBuild.from_context(context)
     if depth:
-        build = build.set_iterators(_ids(iterators))
+        build = build.set_iterators(ids(iterators))
     ast = build.node_from_schedule_map(schedule)
 
     def user(name: str, args: list[str]) -> list:
@@ -239,13 +239,6 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
         return code + [cgen.Line("__syncthreads();")]
 
     return emitter_factory(user).node(ast)
-
-
-def _ids(names) -> isl.IdList:
-    ids = isl.IdList.alloc(isl.DEFAULT_CONTEXT, len(names))
-    for n in names:
-        ids = ids.add(isl.Id(n))
-    return ids
 
 
 def _context_of(scop: Scop, kernel: TiledKernel, like: isl.Set) -> isl.Set:
@@ -267,11 +260,10 @@ def _tile_params(tile: isl.Set, kernel: TiledKernel, depth: int) -> isl.Set:
 
 def _inner_ast(scop: Scop, kernel: TiledKernel, depth: int, tile_params: isl.Set
                ) -> isl.AstNode:
-    from polygpu.codegen.cuda import _thread_context, _with_params, kernel_ast
-    context = _thread_context(scop, kernel, threads=True)
+    context = thread_context(scop, kernel, threads=True)
     names = list(kernel.level_names[:depth])
-    context = _with_params(context, names)
-    tile_params = _with_params(tile_params, [p for p in _param_names(context)])
+    context = with_params(context, names)
+    tile_params = with_params(tile_params, _param_names(context))
     context = context.intersect_params(tile_params.align_params(context.get_space()))
     return kernel_ast(scop, kernel, depth, context)
 

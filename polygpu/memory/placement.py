@@ -36,6 +36,7 @@ from polygpu.memory.padding import (
     PaddingDecision,
     SharedReference,
     choose_padding,
+    conflict_degree,
     element_stride,
 )
 from polygpu.model.analysis import Analysis
@@ -192,11 +193,8 @@ def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str
         return max(forced, 0), None
     decision = choose_padding(box.extents, tuple(refs), size, CostModel.default(size))
     if forced >= 0:
-        degrees = {r.name: 0 for r in refs}
-        from polygpu.memory.padding import conflict_degree
-        for r in refs:
-            degrees[r.name] = conflict_degree(element_stride(box.extents, forced, r.steps),
-                                              size)
+        degrees = {r.name: conflict_degree(element_stride(box.extents, forced, r.steps), size)
+                   for r in refs}
         return forced, PaddingDecision(forced, decision.costs[forced], degrees,
                                        decision.costs)
     return decision.padding, decision

@@ -1,0 +1,79 @@
+"""The isl AST of one thread's work in a tiled kernel.
+
+The block and thread coordinates of the tiled schedule (and, in a staged kernel, the
+first tile levels) become *parameters* of the AST build, equated with the schedule
+dimensions they stand for and dropped, so isl generates the loops one thread runs --
+including the guards of partial tiles -- over exactly the schedule that was proven
+legal.  Shared by plain kernels (``cuda.py``) and staged ones (``staging.py``).
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from polygpu.model.dependences import maps_of, union_of
+from polygpu.model.scop import Scop
+from polygpu.schedule.tiling import TiledKernel
+
+
+def ids(names) -> isl.IdList:
+    ids = isl.IdList.alloc(isl.DEFAULT_CONTEXT, len(names))
+    for n in names:
+        ids = ids.add(isl.Id(n))
+    return ids
+
+
+def with_params(m: isl.Map | isl.Set, names: list[str]) -> isl.Map | isl.Set:
+    """``m`` with parameters ``names`` added (those it lacks), at the end."""
+    for name in names:
+        if m.find_dim_by_name(isl.dim_type.param, name) < 0:
+            k = m.dim(isl.dim_type.param)
+            m = m.add_dims(isl.dim_type.param, 1).set_dim_name(isl.dim_type.param, k, name)
+    return m
+
+
+def _fix_leading(smap: isl.Map, names: list[str]) -> isl.Map:
+    """Equate the first ``len(names)`` output dims of ``smap`` to parameters ``names`` and
+    drop them: the schedule of what remains once those coordinates are known."""
+    smap = with_params(smap, names)
+    for k, name in enumerate(names):
+        p = smap.find_dim_by_name(isl.dim_type.param, name)
+        smap = smap.equate(isl.dim_type.param, p, isl.dim_type.out, k)
+    return smap.project_out(isl.dim_type.out, 0, len(names))
+
+
+def thread_context(scop: Scop, kernel: TiledKernel, threads: bool) -> isl.Set:
+    """The parameter context: the region's, block ids >= 0 and thread ids in range."""
+    names = list(kernel.block_names) + (list(kernel.thread_names) if threads else [])
+    context = with_params(scop.context, names)
+    for b in kernel.block_names:
+        context = context.lower_bound_val(
+            isl.dim_type.param, context.find_dim_by_name(isl.dim_type.param, b), isl.Val(0))
+    if threads:
+        for k, t in enumerate(kernel.thread_names):
+            p = context.find_dim_by_name(isl.dim_type.param, t)
+            context = context.lower_bound_val(isl.dim_type.param, p, isl.Val(0))
+            context = context.upper_bound_val(isl.dim_type.param, p,
+                                              isl.Val(kernel.threads[k] - 1))
+    return context
+
+
+def kernel_ast(scop: Scop, kernel: TiledKernel, levels: int = 0,
+               context: isl.Set | None = None) -> isl.AstNode:
+    """The AST of one thread's work in ``kernel``, with the block and thread coordinates
+    and the first ``levels`` tile levels as parameters."""
+    fixed = (list(kernel.block_names) + list(kernel.thread_names)
+             + list(kernel.level_names[:levels]))
+    schedule = union_of(_fix_leading(piece, fixed) for piece in maps_of(kernel.schedule))
+    if context is None:
+        context = thread_context(scop, kernel, threads=True)
+    context = with_params(context, fixed)
+    build = isl.AstBuild.from_context(context).set_iterators(
+        ids(kernel.local_names[levels:]))
+    if kernel.unroll_dims:
+        # register tiles: isl unrolls these loops completely (a guarded copy per point)
+        n = kernel.n_local - levels
+        dims = ", ".join(f"d{k}" for k in range(n))
+        options = "; ".join(f"[{dims}] -> unroll[{k - levels}]" for k in kernel.unroll_dims)
+        build = build.set_options(isl.UnionMap(f"{{ {options} }}"))
+    return build.node_from_schedule_map(schedule)
