@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ["kernels/mv.c", "kernels/tmv.c", "kernels/mvt.c", "kernels/mm.c",
-           "kernels/tmv.py:tmv"]
+           "kernels/tmv.py:tmv", "kernels/jacobi1d.c", "kernels/conv1d.c"]
 VARIANTS = {
     "default": [],
     "register-tiled": ["--tile", "8,64", "--threads", "4,32", "--variant", '{"jam": true}'],
