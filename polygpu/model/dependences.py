@@ -156,41 +156,67 @@ def _split(kind: str, array: str, umap: isl.UnionMap, expand: dict[str, isl.Map]
     return out
 
 
-def compression(domain: isl.Set) -> isl.Map | None:
-    """``{ S[x] -> S[x'] }`` with ``x_d = s_d * x'_d + offset_d(x_<d)`` for every dimension
-    isl finds a stride ``s_d > 1`` in (given the outer ones), or None if there is none.
-    Offsets that are not plain affine functions are left alone (stride 1)."""
-    n = domain.dim(isl.dim_type.set)
-    space = isl.Space.map_from_set(domain.get_space())
-    bmap = isl.BasicMap.universe(space)
-    strided = False
-    for d in range(n):
-        prefix = domain.project_out(isl.dim_type.set, d + 1, n - d - 1)
+def loop_strides(scop: Scop) -> dict[int, tuple[isl.Val, isl.Aff]]:
+    """Loop id -> (stride > 1, offset as a function of the outer iterators) for every
+    loop whose iterator isl finds strided over the union of the domains of the
+    statements it encloses: one compression per *loop*, so statements that share a loop
+    keep comparable time coordinates (one guarded to ``i = n - 2`` has no stride of its
+    own, but its loop has)."""
+    result = {}
+    for loop in scop.loops:
+        d = loop.depth
+        prefix = None
+        for name in loop.statements:
+            dom = scop.statement(name).domain
+            part = dom.project_out(isl.dim_type.set, d + 1, dom.dim(isl.dim_type.set) - d - 1)
+            part = part.reset_tuple_id()
+            prefix = part if prefix is None else prefix.union(part)
+        if prefix is None or prefix.is_empty():
+            continue
         m = isl.Map.from_domain(prefix).move_dims(isl.dim_type.out, 0, isl.dim_type.in_, d, 1)
         info = m.get_range_stride_info(0)
         stride, offset = info.get_stride(), info.get_offset()
+        # stride 0: the iterator is fixed by the outer ones; offsets with divisions
+        # cannot be written as one equality
+        if stride.gt(isl.Val(1)) and offset.dim(isl.dim_type.div) == 0:
+            result[loop.id] = (stride, offset)
+    return result
+
+
+def compression(statement, strides: dict[int, tuple[isl.Val, isl.Aff]]
+                ) -> tuple[isl.Map, frozenset[int]] | None:
+    """``{ S[x] -> S[x'] }`` with ``x_d = s_d * x'_d + offset_d(x_<d)`` for every strided
+    loop around ``statement`` (:func:`loop_strides`), and those depths; None if none."""
+    domain = statement.domain
+    space = isl.Space.map_from_set(domain.get_space())
+    bmap = isl.BasicMap.universe(space)
+    strided = []
+    for d in range(domain.dim(isl.dim_type.set)):
         c = isl.Constraint.alloc_equality(isl.LocalSpace.from_space(space))
         c = c.set_coefficient_val(isl.dim_type.in_, d, isl.Val(1))
-        if stride.is_one() or offset.dim(isl.dim_type.div) > 0:
+        loop = statement.loops[d] if d < len(statement.loops) else None
+        if loop not in strides:
             c = c.set_coefficient_val(isl.dim_type.out, d, isl.Val(-1))
         else:
-            strided = True
-            aff = offset
+            stride, aff = strides[loop]
+            strided.append(d)
             c = c.set_coefficient_val(isl.dim_type.out, d, stride.neg())
             for k in range(d):
                 c = c.set_coefficient_val(isl.dim_type.in_, k,
                                           aff.get_coefficient_val(isl.dim_type.in_, k).neg())
+            aff = aff.align_params(space)
             for k in range(aff.dim(isl.dim_type.param)):
                 c = c.set_coefficient_val(isl.dim_type.param, k,
                                           aff.get_coefficient_val(isl.dim_type.param, k).neg())
             c = c.set_constant_val(aff.get_constant_val().neg())
         bmap = bmap.add_constraint(c)
-    return isl.Map.from_basic_map(bmap) if strided else None
+    return (isl.Map.from_basic_map(bmap), frozenset(strided)) if strided else None
 
 
-def _counter_schedule(schedule: isl.Map, domain: isl.Set, expand: isl.Map) -> isl.Map:
-    """The schedule of the compressed statement, with every time dimension that *is* a
-    strided iterator replaced by its counter (``2j'`` -> ``j'``).
+def _counter_schedule(schedule: isl.Map, domain: isl.Set, expand: isl.Map,
+                      strided: frozenset[int]) -> isl.Map:
+    """The schedule of the compressed statement, with the time dimension of each
+    ``strided`` loop replaced by its counter (``2j'`` -> ``j'``).
 
     Same order: statements compared at such a dimension share the loop, hence its
     stride and offset.  Needed because isl's ``compute_flow`` returned a wrong last
@@ -205,16 +231,16 @@ def _counter_schedule(schedule: isl.Map, domain: isl.Set, expand: isl.Map) -> is
     affs = []
     for p in range(pma.dim(isl.dim_type.out)):
         pa = pma.get_pw_aff(p)
-        replaced = None
-        for d in range(n):
+        # 2d+1 schedules: odd dimension p is the iterator of loop (p - 1) / 2
+        d = (p - 1) // 2
+        if p % 2 == 1 and d < n and d in strided:
             var = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(space), isl.dim_type.set,
                                           d).intersect_domain(domain)
             if pa.is_equal(var):
-                replaced = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(c_space),
-                                                   isl.dim_type.set, d)
-                break
-        affs.append(replaced if replaced is not None
-                    else pa.pullback_pw_multi_aff(to_original))
+                affs.append(isl.PwAff.var_on_domain(isl.LocalSpace.from_space(c_space),
+                                                    isl.dim_type.set, d))
+                continue
+        affs.append(pa.pullback_pw_multi_aff(to_original))
     m = map_from_pw_affs(affs, compressed_domain, None)
     return m.set_tuple_id(isl.dim_type.out, schedule.get_tuple_id(isl.dim_type.out)) \
         if schedule.has_tuple_id(isl.dim_type.out) else m
@@ -222,10 +248,12 @@ def _counter_schedule(schedule: isl.Map, domain: isl.Set, expand: isl.Map) -> is
 
 def compute_dependences(scop: Scop) -> Dependences:
     """Flow, anti and output dependences of ``scop``, per array and statement pair."""
-    compress, expand = {}, {}  # statement -> compression map and its inverse
+    compress, expand, strided = {}, {}, {}  # statement -> maps, strided loops
+    strides = loop_strides(scop)
     for s in scop.statements:
-        c = compression(s.domain)
-        if c is not None:
+        found = compression(s, strides)
+        if found is not None:
+            c, strided[s.name] = found
             compress[s.name] = isl.UnionMap.from_map(c.intersect_domain(s.domain))
             expand[s.name] = c.reverse()
 
@@ -240,7 +268,7 @@ def compute_dependences(scop: Scop) -> Dependences:
             schedule = schedule.subtract_domain(
                 isl.UnionSet.from_set(s.domain).apply(compress[s.name])).union(
                 isl.UnionMap.from_map(_counter_schedule(s.schedule, s.domain,
-                                                        expand[s.name])))
+                                                        expand[s.name], strided[s.name])))
     backwards = _reverse_time(schedule)
     items: list[Dependence] = []
     for array in scop.arrays:
