@@ -76,11 +76,10 @@ def dynamic_bytes(buffers: list[Buffer]) -> int:
 
 
 def _guard(footprint: isl.Set, buffer: Buffer, names: list[str], known: isl.Set | None
-           ) -> tuple[str, str]:
-    """Two C conditions: element ``base + stride * u`` (``u`` in parameters ``names``)
-    lies in ``footprint``; and, without ``u``, *every* element of the box does (a full
-    tile, which can skip the first).  Both simplified knowing ``0 <= u < extents`` and
-    the parameter set ``known`` the copy runs in (None: nothing known)."""
+           ) -> str:
+    """C condition: element ``base + stride * u`` (``u`` in parameters ``names``) lies in
+    ``footprint``, simplified knowing ``0 <= u < extents`` and the parameter set
+    ``known`` the copy runs in (None: nothing known)."""
     box = buffer.box
     d = len(box.extents)
     space = footprint.get_space()
@@ -104,14 +103,7 @@ def _guard(footprint: isl.Set, buffer: Buffer, names: list[str], known: isl.Set 
                                           isl.Val(box.extents[k] - 1))
     if known is not None:
         context = context.intersect_params(known.align_params(context.get_space()))
-    guard = isl.AstBuild.from_context(context).expr_from_set(inside).to_C_str()
-    # parameters (block, tile) where some element of the box is outside the footprint
-    partial = context.subtract(inside).project_out(isl.dim_type.param, n, d)
-    outer = context.project_out(isl.dim_type.param, n, d)
-    full = outer.subtract(partial).coalesce()
-    if full.is_empty():
-        return guard, "0"
-    return guard, isl.AstBuild.from_context(outer).expr_from_set(full).to_C_str()
+    return isl.AstBuild.from_context(context).expr_from_set(inside).to_C_str()
 
 
 def _element(buffer: Buffer, u: list[str]) -> list[str]:
@@ -137,39 +129,30 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
     known = footprint.params() if buffer.space == "shared" else \
         thread_context(scop, kernel, threads=True)
     n_threads = kernel.n_threads
-    guard, full = _guard(footprint, buffer, u, known)
+    guard = _guard(footprint, buffer, u, known)
     local = f"{buffer.name}{''.join(f'[{x}]' for x in u)}"
     subs = _element(buffer, u)
     global_ref = f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
     move = f"{local} = {global_ref};" if direction == "in" else f"{global_ref} = {local};"
-
-    def loop(guarded: bool) -> cgen.Generable:
-        body = [cgen.Line(move)] if not guarded else \
-            [cgen.If(guard, cgen.Block([cgen.Line(move)]))]
-        if buffer.space == "register":
-            nest = cgen.Block(body)
-            for k in reversed(range(len(extents))):
-                nest = cgen.Block([cgen.Pragma("unroll"), cgen.For(
-                    f"int {u[k]} = 0", f"{u[k]} < {extents[k]}", f"{u[k]} += 1", nest)])
-            return nest
-        unpack = []
-        stride = 1
+    body = cgen.Block([cgen.Line(move)]) if guard in ("1", "") else \
+        cgen.Block([cgen.If(guard, cgen.Block([cgen.Line(move)]))])
+    if buffer.space == "register":
+        loop = body
         for k in reversed(range(len(extents))):
-            value = "pg_i" if stride == 1 else f"pg_i / {stride}"
-            if k > 0:
-                value = f"{value} % {extents[k]}"
-            unpack.insert(0, cgen.Line(f"const int {u[k]} = {value};"))
-            stride *= extents[k]
-        return cgen.Block([cgen.Pragma("unroll 4"), cgen.For(
-            f"int pg_i = {TID}", f"pg_i < {buffer.box.size}", f"pg_i += {n_threads}",
-            cgen.Block(unpack + body))])
-
-    if guard in ("1", ""):
-        return [loop(False)]
-    if full == "0" or buffer.space == "register":  # a register tile: a few guarded moves
-        return [loop(True)]
-    # interior tiles copy the whole box without per-element tests
-    return [cgen.If(full, loop(False), loop(True))]
+            loop = cgen.Block([cgen.Pragma("unroll"), cgen.For(
+                f"int {u[k]} = 0", f"{u[k]} < {extents[k]}", f"{u[k]} += 1", loop)])
+        return [loop]
+    size = buffer.box.size
+    unpack = []
+    stride = 1
+    for k in reversed(range(len(extents))):
+        value = "pg_i" if stride == 1 else f"pg_i / {stride}"
+        if k > 0:
+            value = f"{value} % {extents[k]}"
+        unpack.insert(0, cgen.Line(f"const int {u[k]} = {value};"))
+        stride *= extents[k]
+    return [cgen.For(f"int pg_i = {TID}", f"pg_i < {size}", f"pg_i += {n_threads}",
+                     cgen.Block(unpack + list(body.contents)))]
 
 
 def _bind(names: list[str], args: list[str], code: list) -> list:
