@@ -95,3 +95,14 @@ def test_cost_model_reads_the_recorded_h100_calibration():
         assert 1.5 < model.t_request < 2.5 and 0 <= model.t_start < model.t_request
     d = choose_padding((32, 32), (COLUMN,), 4, CostModel.calibrated(path, 4))
     assert d.padding == 1
+
+
+def test_shipped_calibration_is_the_recorded_h100_fit():
+    """The solver's default costs are the fit tuning/bank_conflicts.py recorded."""
+    from pathlib import Path
+
+    recorded = Path(__file__).resolve().parent.parent / "tuning" / "results" / \
+        "NVIDIA-H100-80GB-HBM3" / "bank_calibration.json"
+    for size in (4, 8):
+        assert CostModel.default(size) == CostModel.calibrated(recorded, size)
+        assert CostModel.default(size).t_request > 1.0  # ns: not the unit fallback
