@@ -1,0 +1,167 @@
+"""What a kernel costs a streaming multiprocessor, from nvcc's own report, without a GPU.
+
+The search (paper §6) prunes variants whose occupancy -- resident warps per SM over the
+maximum -- is too low.  The inputs are exact, not estimated: ``ptxas -v`` reports each
+kernel's registers per thread, static shared memory, stack and spills for the target
+architecture, and the launch plan gives threads per block and dynamic shared memory.
+The arithmetic is the CUDA occupancy calculator's: registers are allocated per warp in
+units of 256, shared memory per block in units of 128 bytes plus 1 KB the runtime
+reserves, and the number of resident blocks is the minimum over the four limits
+(threads, blocks, registers, shared memory).
+
+Limits default to sm_90 (H100); :func:`limits_from_device` reads the real ones when a
+GPU is present.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from polygpu.errors import PolygpuError
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-SM and per-block limits of a target."""
+
+    arch: str = "sm_90"
+    max_threads_per_sm: int = 2048
+    max_blocks_per_sm: int = 32
+    registers_per_sm: int = 65536
+    max_registers_per_thread: int = 255
+    register_unit: int = 256  # registers are allocated per warp in units of this
+    shared_per_sm: int = 228 * 1024
+    shared_per_block: int = 227 * 1024  # opt-in maximum
+    shared_unit: int = 128
+    shared_reserved_per_block: int = 1024  # taken by the runtime from every block
+    warp_size: int = 32
+
+
+SM_90 = Limits()
+
+
+@dataclass(frozen=True)
+class Resources:
+    """ptxas' report for one kernel."""
+
+    kernel: str
+    registers: int
+    shared_static: int  # bytes
+    stack: int  # bytes of stack frame per thread
+    spill_stores: int
+    spill_loads: int
+    barriers: int
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    blocks_per_sm: int
+    warps_per_sm: int
+    fraction: float  # resident warps / maximum warps per SM
+    limited_by: str  # 'threads' | 'blocks' | 'registers' | 'shared memory' | 'launch'
+
+
+def _round_up(x: int, unit: int) -> int:
+    return -(-x // unit) * unit
+
+
+def occupancy(threads_per_block: int, registers: int, shared_bytes: int,
+              limits: Limits = SM_90) -> Occupancy:
+    """Resident blocks and warps per SM for a block of ``threads_per_block`` threads,
+    ``registers`` per thread and ``shared_bytes`` of shared memory (static + dynamic)."""
+    if not 1 <= threads_per_block <= 1024 or registers > limits.max_registers_per_thread \
+            or shared_bytes > limits.shared_per_block:
+        return Occupancy(0, 0, 0.0, "launch")
+    warps = -(-threads_per_block // limits.warp_size)
+    max_warps = limits.max_threads_per_sm // limits.warp_size
+    bounds = {
+        "threads": max_warps // warps,
+        "blocks": limits.max_blocks_per_sm,
+    }
+    if registers > 0:
+        per_warp = _round_up(registers * limits.warp_size, limits.register_unit)
+        bounds["registers"] = (limits.registers_per_sm // per_warp) // warps
+    per_block = _round_up(shared_bytes, limits.shared_unit) + limits.shared_reserved_per_block
+    bounds["shared memory"] = limits.shared_per_sm // per_block
+    limited_by = min(bounds, key=lambda k: (bounds[k], list(bounds).index(k)))
+    blocks = bounds[limited_by]
+    if blocks == 0:
+        return Occupancy(0, 0, 0.0, limited_by)
+    return Occupancy(blocks, blocks * warps, blocks * warps / max_warps, limited_by)
+
+
+_FUNCTION = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
+_FRAME = re.compile(r"(?P<stack>\d+) bytes stack frame, (?P<stores>\d+) bytes spill stores, "
+                    r"(?P<loads>\d+) bytes spill loads")
+_USED = re.compile(r"Used (?P<regs>\d+) registers(?:, used (?P<bars>\d+) barriers)?"
+                   r"(?:, (?P<cstack>\d+) bytes cumulative stack size)?"
+                   r"(?:, (?P<smem>\d+) bytes smem)?")
+
+
+def parse_ptxas(report: str) -> dict[str, Resources]:
+    """Per kernel, the resources in ``ptxas -v`` output."""
+    result: dict[str, Resources] = {}
+    name = None
+    frame = (0, 0, 0)
+    for line in report.splitlines():
+        m = _FUNCTION.search(line)
+        if m:
+            name, frame = m["name"], (0, 0, 0)
+            continue
+        m = _FRAME.search(line)
+        if m and name:
+            frame = (int(m["stack"]), int(m["stores"]), int(m["loads"]))
+            continue
+        m = _USED.search(line)
+        if m and name:
+            result[name] = Resources(name, int(m["regs"]), int(m["smem"] or 0), frame[0],
+                                     frame[1], frame[2], int(m["bars"] or 0))
+            name = None
+    return result
+
+
+def resource_usage(cuda_source: str, arch: str = "sm_90") -> dict[str, Resources]:
+    """Compile ``cuda_source`` with nvcc for ``arch`` (no GPU needed) and return ptxas'
+    report per ``__global__`` kernel (C linkage names, as in the source)."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise PolygpuError("nvcc not found on PATH: it is needed for register and "
+                           "shared-memory usage")
+    source = re.sub(r'(?<!extern "C" )\b__global__\b', 'extern "C" __global__', cuda_source)
+    with tempfile.TemporaryDirectory(prefix="polygpu-ptxas-") as tmp:
+        cu = Path(tmp) / "kernels.cu"
+        cu.write_text(source)
+        out = subprocess.run([nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o",
+                              str(Path(tmp) / "kernels.cubin"), str(cu)],
+                             capture_output=True, text=True)
+    if out.returncode != 0:
+        raise PolygpuError(f"nvcc could not compile the program for {arch}:\n"
+                           + "\n".join(out.stderr.splitlines()[:10]))
+    return parse_ptxas(out.stderr)
+
+
+def limits_from_device() -> Limits:
+    """The limits of the current CUDA device (PyCUDA), or sm_90's without one."""
+    try:
+        import pycuda.autoinit  # noqa: F401
+        import pycuda.driver as cuda
+    except Exception:  # no PyCUDA, no driver or no device
+        return SM_90
+    dev = cuda.Context.get_device()
+    a = cuda.device_attribute
+    major, minor = dev.compute_capability()
+    return Limits(
+        arch=f"sm_{major}{minor}",
+        max_threads_per_sm=dev.get_attribute(a.MAX_THREADS_PER_MULTIPROCESSOR),
+        max_blocks_per_sm=dev.get_attribute(a.MAX_BLOCKS_PER_MULTIPROCESSOR),
+        registers_per_sm=dev.get_attribute(a.MAX_REGISTERS_PER_MULTIPROCESSOR),
+        shared_per_sm=dev.get_attribute(a.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR),
+        shared_per_block=dev.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+        shared_reserved_per_block=dev.get_attribute(a.RESERVED_SHARED_MEMORY_PER_BLOCK),
+        warp_size=dev.get_attribute(a.WARP_SIZE),
+    )
