@@ -30,9 +30,7 @@ from polygpu.codegen.thread_ast import kernel_ast
 from polygpu.frontend import ir
 from polygpu.memory.placement import STATIC_SHARED_BYTES, MemoryPlan
 from polygpu.model.scop import Scop
-from polygpu.schedule.tiling import TiledKernel
-
-AXES = "xyz"
+from polygpu.schedule.tiling import AXES, TiledKernel
 
 
 class Emitter:
@@ -216,9 +214,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
     shapes = {a.name: a.shape_exprs for a in scop.program_arrays}
     for name in sorted(constants):
         a = scop.array(name)
-        size = 1
-        for e in a.shape_exprs:
-            size *= e.value
+        size = math.prod(e.value for e in a.shape_exprs)
         parts.append(f"__constant__ {_c_type(a.dtype)} {constant_name(name)}[{size}];")
     args = arguments(scop)
     launches = []
@@ -228,16 +224,16 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         shared = [b for b in buffers if b.space == "shared"]
         registers = [b for b in buffers if b.space == "register"]
         views = {b.array: (staging.view(b), b.statements) for b in buffers}
-        dynamic = sum(b.bytes for b in shared) > STATIC_SHARED_BYTES
+        dynamic = plan is not None and plan.shared_bytes(kernel.index) > STATIC_SHARED_BYTES
         printer = Printer(shapes, frozenset(), {}, constants=constants)
         body = [cgen.Line(f"const int {b} = blockIdx.{AXES[k]};")
                 for k, b in enumerate(kernel.block_names)]
         body += [cgen.Line(f"const int {t} = threadIdx.{AXES[k]};")
                  for k, t in enumerate(kernel.thread_names)]
         if shared:
-            tid = kernel.thread_names[0] if kernel.thread_names else "0"
+            tid = kernel.thread_names[0]  # the memory stage stages nothing without threads
             for k in range(1, kernel.n_mapped):
-                tid = f"{kernel.thread_names[k]} * {_product(kernel.threads[:k])} + {tid}"
+                tid = f"{kernel.thread_names[k]} * {math.prod(kernel.threads[:k])} + {tid}"
             body.append(cgen.Line(f"const int {staging.TID} = {tid};"))
         if dynamic:
             body.append(cgen.Line(
@@ -288,9 +284,3 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         constants=tuple(sorted(constants)),
     )
 
-
-def _product(values) -> int:
-    total = 1
-    for v in values:
-        total *= v
-    return total

@@ -221,8 +221,7 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
             by_name[name] = (b, direction)
             pieces.append(_schedule_of(name, where, b.level, order, depth))
     schedule = union_of(pieces)
-    context = isl.Set.universe(tile.params().get_space()).intersect_params(
-        _context_of(scop, kernel, tile))
+    context = thread_context(scop, kernel, threads=False).align_params(tile.get_space())
     build = isl.AstBuild.from_context(context)
     if depth:
         build = build.set_iterators(ids(iterators))
@@ -239,14 +238,6 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
         return code + [cgen.Line("__syncthreads();")]
 
     return emitter_factory(user).node(ast)
-
-
-def _context_of(scop: Scop, kernel: TiledKernel, like: isl.Set) -> isl.Set:
-    context = scop.context.align_params(like.get_space()).params()
-    for b in kernel.block_names:
-        p = context.find_dim_by_name(isl.dim_type.param, b)
-        context = context.lower_bound_val(isl.dim_type.param, p, isl.Val(0))
-    return context
 
 
 def _tile_params(tile: isl.Set, kernel: TiledKernel, depth: int) -> isl.Set:

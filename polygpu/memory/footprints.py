@@ -16,6 +16,7 @@ no constant bounds it (the footprint grows with ``n``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import islpy as isl
@@ -72,10 +73,7 @@ class Box:
 
     @property
     def size(self) -> int:
-        total = 1
-        for e in self.extents:
-            total *= e
-        return total
+        return math.prod(self.extents)
 
 
 def _stride(s: isl.Set, d: int) -> int:

@@ -25,6 +25,7 @@ elements written, and barriers separate copies from the computation.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import islpy as isl
@@ -86,10 +87,7 @@ class Buffer:
 
     @property
     def bytes(self) -> int:
-        total = self.element_size
-        for e in self.row_extents:
-            total *= e
-        return total
+        return self.element_size * math.prod(self.row_extents)
 
     def to_json(self) -> dict:
         out = {
@@ -221,12 +219,9 @@ def _group_reuse(refs) -> bool:
 def _constant_shape(an: Analysis, array: str) -> int | None:
     """Bytes of ``array`` if its extents are compile-time constants."""
     a = an.scop.array(array)
-    total = a.element_size
-    for e in a.shape_exprs:
-        if not isinstance(e, ir.IntConst):
-            return None
-        total *= e.value
-    return total
+    if not all(isinstance(e, ir.IntConst) for e in a.shape_exprs):
+        return None
+    return a.element_size * math.prod(e.value for e in a.shape_exprs)
 
 
 def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ...],

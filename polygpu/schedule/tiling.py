@@ -32,6 +32,7 @@ sizes need not divide anything, since partial tiles are exact sets.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 
 import islpy as isl
@@ -45,6 +46,7 @@ from polygpu.schedule.transformation import KernelSchedule, Transformation
 
 MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
 MAX_THREADS = 1024
+AXES = "xyz"  # CUDA's names of the mapped dimensions, innermost first
 
 
 @dataclass(frozen=True)
@@ -75,9 +77,7 @@ class Variant:
         for t, n in zip(self.tile, self.threads, strict=True):
             if not (1 <= n <= t):
                 raise PolygpuError(f"variant: need 1 <= threads <= tile, got {n} and {t}")
-        total = 1
-        for n in self.threads:
-            total *= n
+        total = math.prod(self.threads)
         if total > MAX_THREADS:
             raise PolygpuError(f"variant: {total} threads per block exceed {MAX_THREADS}")
         if self.time_tile < 0 or self.unroll < 1 or self.candidate < 0:
@@ -135,10 +135,7 @@ class TiledKernel:
 
     @property
     def n_threads(self) -> int:
-        total = 1
-        for t in self.threads:
-            total *= t
-        return total
+        return math.prod(self.threads)
 
 
 def _pieces(umap: isl.UnionMap) -> dict[str, isl.Map]:
@@ -237,8 +234,6 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         blocked=variant.blocked,
     )
 
-
-AXES = "xyz"
 
 
 def _free_names(scop: Scop, names) -> tuple[str, ...]:
