@@ -66,9 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
         "compile",
         help="generate CUDA for a loop nest",
         description="Schedule FILE's region for coalescing (Algorithm 1, isl fallback), tile "
-        "and map it to blocks and threads, prove the result legal with isl and write "
+        "and map it to blocks and threads, prove the result legal with isl, place data in "
+        "shared memory (padded by Algorithm 2), registers and constant memory, and write "
         "OUTDIR/FUNCTION.cu and OUTDIR/FUNCTION.json (variant, launch plan, schedule, "
-        "per-reference placement).",
+        "per-reference placement, buffers).",
     )
     _add_input_arguments(compile_)
     _add_variant_arguments(compile_)
