@@ -95,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "needed); gpu: run it through PyCUDA (default: cpu)")
     check.add_argument("--seed", type=int, help="seed of the random inputs")
     check.set_defaults(run=_run_check)
+
+    from polygpu.search import db_cli, tune_cli
+
+    tune_cli.add_parser(sub)
+    db_cli.add_parser(sub)
     return parser
 
 

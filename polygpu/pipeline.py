@@ -47,9 +47,29 @@ def compile_region(
     include_dirs: Sequence[str] = (),
 ) -> Compiled:
     """Run the pipeline on ``spec`` (``file.c[:function]`` or ``module.py:function``)."""
-    variant = variant or Variant()
+    return compile_variant(prepare(spec, function, defines, include_dirs), variant)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The variant-independent stages (model, analysis, scheduler candidates): what a
+    search computes once and then tiles many ways."""
+
+    spec: str
+    analysis: Analysis
+    candidates: tuple[Transformation, ...]
+
+
+def prepare(spec: str, function: str | None = None, defines: Sequence[str] = (),
+            include_dirs: Sequence[str] = ()) -> Prepared:
     an = analyze(build_scop(load(spec, function, defines, include_dirs)))
-    found = candidates(an)
+    return Prepared(spec, an, candidates(an))
+
+
+def compile_variant(prepared: Prepared, variant: Variant | None = None) -> Compiled:
+    """Tile, place and generate one variant of a prepared region."""
+    variant = variant or Variant()
+    an, found = prepared.analysis, prepared.candidates
     if variant.candidate >= len(found):
         raise PolygpuError(f"variant: candidate {variant.candidate} does not exist "
                            f"(the scheduler found {len(found)}: 0..{len(found) - 1})")
@@ -57,7 +77,7 @@ def compile_region(
     kernels = tile(an.scop, an.dependences, tr, variant)
     memory = plan_memory(an, tr, kernels, variant)
     comment = describe(tr, variant)
-    return Compiled(spec, an, found, tr, variant, kernels,
+    return Compiled(prepared.spec, an, found, tr, variant, kernels,
                     generate(an.scop, kernels, comment, memory), memory)
 
 

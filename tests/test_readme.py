@@ -23,7 +23,8 @@ def test_cli_docs_show_the_current_help():
 
     env = dict(os.environ, COLUMNS="80")
     docs = (ROOT / "docs" / "cli.md").read_text()
-    for args in (["--help"], ["analyze", "--help"], ["compile", "--help"], ["check", "--help"]):
+    for args in (["--help"], ["analyze", "--help"], ["compile", "--help"], ["check", "--help"],
+                 ["tune", "--help"], ["db", "--help"]):
         out = subprocess.run([sys.executable, "-m", "polygpu", *args], cwd=ROOT, env=env,
                              capture_output=True, text=True).stdout
         assert out.replace("python -m polygpu", "polygpu") in docs, args

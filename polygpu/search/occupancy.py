@@ -15,9 +15,11 @@ GPU is present.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ class Limits:
     shared_unit: int = 128
     shared_reserved_per_block: int = 1024  # taken by the runtime from every block
     warp_size: int = 32
+    multiprocessors: int = 132  # SMs of the device (H100 SXM's by default)
 
 
 SM_90 = Limits()
@@ -164,4 +167,18 @@ def limits_from_device() -> Limits:
         shared_per_block=dev.get_attribute(a.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
         shared_reserved_per_block=dev.get_attribute(a.RESERVED_SHARED_MEMORY_PER_BLOCK),
         warp_size=dev.get_attribute(a.WARP_SIZE),
+        multiprocessors=dev.get_attribute(a.MULTIPROCESSOR_COUNT),
     )
+
+
+def device_limits(timeout_s: float = 120.0) -> Limits:
+    """:func:`limits_from_device` asked of a child process, so the caller (the search)
+    never holds a CUDA context of its own; sm_90's limits if the child cannot tell."""
+    code = ("import dataclasses, json; from polygpu.search.occupancy import "
+            "limits_from_device as f; print(json.dumps(dataclasses.asdict(f())))")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=timeout_s)
+        return Limits(**json.loads(out.stdout.strip().splitlines()[-1]))
+    except (subprocess.SubprocessError, ValueError, IndexError, TypeError):
+        return SM_90

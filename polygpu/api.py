@@ -1,0 +1,606 @@
+"""The Python API: :func:`optimize` turns a loop nest into a callable :class:`Kernel`.
+
+``optimize`` runs the whole pipeline once (frontend, model, scheduler, tiling, memory
+placement, CUDA generation) for one variant and compiles the result for a backend; the
+returned kernel is then called like the original function, with the same arguments in
+the same order (or by name), and modifies its array arguments in place as the loop nest
+would.  The generated code does not depend on the sizes (grids are expressions of the
+integer parameters), so one kernel serves every size the region's assumptions allow.
+
+Which variant: the one given; else, with ``tune=True``, the best one a search measures
+(:func:`polygpu.search.tuner.tune`); else the fastest one the tuning database holds for
+this source, function, ``params`` and environment (what an earlier ``polygpu tune``
+measured); else the default :class:`~polygpu.schedule.tiling.Variant`.
+``Kernel.origin`` says which.
+
+Arrays (see :meth:`Kernel.__call__`):
+
+* **NumPy arrays** of exactly the declared dtype and shape, C-contiguous and writeable:
+  on the GPU they are copied to the device before the launches and back afterwards, into
+  the same arrays; the CPU emulator works on them directly.
+* **Device arrays**, anything with ``__cuda_array_interface__`` (PyCUDA ``GPUArray``,
+  CuPy arrays, PyTorch CUDA tensors, Numba device arrays): the kernels use their memory
+  directly, without copies.  GPU backend only.
+
+Stream semantics: the kernels are launched on the legacy default stream.  Each call
+synchronises the whole CUDA context before its first launch and after its last one, so
+it is ordered after all work queued before it on any stream of the context (a CuPy or
+PyTorch current stream included) and finished when it returns.  What it does not order
+is work another host thread queues concurrently: synchronise that yourself.
+
+Device arrays must belong to the CUDA context polygpu launches in.  PyCUDA arrays always
+do.  CuPy and PyTorch allocate in the device's *primary* context, so the first GPU use
+through this module makes PyCUDA use the primary context of device 0 (see
+:func:`_driver`); if PyCUDA was initialised before (``import pycuda.autoinit``, or a
+check run through :mod:`polygpu.runtime.gpu` first) it has its own context, and CuPy or
+PyTorch pointers are not valid in it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import operator
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from polygpu.codegen.program import KernelProgram, Launch
+from polygpu.errors import PolygpuError
+from polygpu.frontend import ir, load
+from polygpu.pipeline import Compiled, compile_variant, prepare
+from polygpu.runtime import grid, inputs
+from polygpu.runtime.footprint import at_parameters
+from polygpu.schedule.tiling import Variant
+from polygpu.search.measurement import Environment, Measurement, canonical, source_hash
+
+__all__ = ["BACKENDS", "ORIGINS", "Kernel", "lookup_environment", "optimize"]
+
+BACKENDS = ("auto", "gpu", "cpu")
+ORIGINS = ("given", "tuned", "database", "default")
+
+_INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+# --------------------------------------------------------------------------------------
+# optimize
+# --------------------------------------------------------------------------------------
+
+
+def optimize(
+    func_or_path: Any,
+    params: Mapping[str, int] | None = None,
+    *,
+    function: str | None = None,
+    variant: Variant | Mapping | str | None = None,
+    tune: bool = False,
+    strategy: str = "model",
+    budget: int | None = None,
+    database: Any = None,
+    backend: str = "auto",
+    defines: Sequence[str] = (),
+    include_dirs: Sequence[str] = (),
+) -> Kernel:
+    """Compile a loop nest into a callable :class:`Kernel` (see the module docstring).
+
+    ``func_or_path``: an ``@affine`` function (or any module-level function in a ``.py``
+    file: it is read from its source, never run), or a spec: ``"file.c"``,
+    ``"file.c:function"``, ``"module.py:function"`` or a path (with ``function=``).
+
+    ``params``: integer parameter values (``{"n": 4096}``), the size to tune for and the
+    key of the tuning database; required with ``tune=True``.  They do not restrict the
+    sizes the kernel may be called with.
+
+    ``variant``: a :class:`Variant`, its JSON object (dict) or text; overrides tuning.
+    ``tune``: search the variants at ``params`` now (``strategy``, ``budget`` as in
+    :class:`~polygpu.search.tuner.TuneOptions`), measuring on the resolved backend.
+    ``database``: a :class:`~polygpu.search.database.TuningDatabase`, a path, None for
+    the default file (:func:`~polygpu.search.database.default_path`), or False for none.
+    A lookup never creates a missing file; tuning records into it.
+
+    ``backend``: ``"gpu"`` (PyCUDA), ``"cpu"`` (the CUDA emulator: small sizes, tests)
+    or ``"auto"`` (the GPU when PyCUDA and a device are usable, else the emulator).
+    """
+    resolved, why = _resolve_backend(backend)
+    spec, function = _spec(func_or_path, function)
+    defines, include_dirs = tuple(defines), tuple(include_dirs)
+    prepared = prepare(spec, function, defines, include_dirs)
+    source = load(spec, function, defines, include_dirs)
+    if params is not None:
+        params = inputs.integer_parameters(source, params)  # all of them, nothing else
+
+    measurement: Measurement | None = None
+    tuning = None
+    compiled: Compiled | None = None
+    if variant is not None:
+        origin, chosen = "given", _variant(variant)
+    elif tune:
+        if params is None:
+            example = ", ".join(f"{p!r}: 4096" for p in prepared.analysis.scop.parameters)
+            raise PolygpuError(f"{source.name}: tune=True needs params, the sizes to tune "
+                               f"for (e.g. params={{{example}}})")
+        if backend == "auto" and resolved != "gpu":
+            raise PolygpuError(f"tune=True measures on the GPU, and none is usable "
+                               f"({why}); pass backend='cpu' to tune on the CPU "
+                               "emulator (for tests only: its times say nothing about a GPU)")
+        tuning = _tune(spec, function, params, resolved, strategy, budget, database, defines,
+                       include_dirs)
+        best = tuning.best
+        if best is None:
+            counts = ", ".join(f"{n} {stage}" for stage, n in sorted(tuning.counts().items()))
+            raise PolygpuError(f"{source.name}: tuning found no variant that passed the "
+                               f"reference check ({counts or 'no candidates'})")
+        origin, chosen, measurement = "tuned", best.variant, best.measurement
+    else:
+        origin, chosen = "default", Variant()
+        if params is not None:
+            for m in recorded_measurements(spec, prepared, params, resolved, database):
+                try:  # a record from an older variant format, say: try the next one
+                    compiled = compile_variant(prepared, Variant.from_json(m.key))
+                except PolygpuError:
+                    continue
+                origin, chosen, measurement = "database", compiled.variant, m
+                break
+    if compiled is None:
+        compiled = compile_variant(prepared, chosen)
+    kernel = Kernel(compiled, source, spec, resolved, origin, measurement, tuning)
+    kernel._cpu_reason = why
+    return kernel
+
+
+def _spec(func_or_path: Any, function: str | None) -> tuple[str, str | None]:
+    """The frontend spec of ``func_or_path`` and the function to pass with it."""
+    if isinstance(func_or_path, str | os.PathLike):
+        return os.fspath(func_or_path), function
+    fn = getattr(func_or_path, "__wrapped__", func_or_path)  # an AffineFunction
+    if not inspect.isfunction(fn):
+        raise PolygpuError(f"optimize: expected an @affine function or a spec such as "
+                           f"'kernels/mv.c' or 'module.py:function', got "
+                           f"{type(func_or_path).__name__}")
+    if fn.__qualname__ != fn.__name__:  # the frontend reads top-level definitions only
+        raise PolygpuError(f"'{fn.__qualname__}': only module-level functions can be affine "
+                           "kernels")
+    if function is not None and function != fn.__name__:
+        raise PolygpuError(f"optimize: function={function!r} but the function given is "
+                           f"'{fn.__name__}'")
+    try:
+        path = inspect.getsourcefile(fn)
+    except TypeError:
+        path = None
+    if path is None or not os.path.exists(path):
+        raise PolygpuError(f"cannot find the source file of '{fn.__name__}' (the frontend "
+                           "reads the function from its file: define it in a .py module)")
+    return f"{path}:{fn.__name__}", None
+
+
+def _variant(variant: Variant | Mapping | str) -> Variant:
+    if isinstance(variant, Variant):
+        return variant
+    if isinstance(variant, str):
+        return Variant.from_json(variant)
+    if isinstance(variant, Mapping):
+        return Variant.from_json(dict(variant))
+    raise PolygpuError(f"variant: expected a Variant, a dict or JSON text, got "
+                       f"{type(variant).__name__}")
+
+
+def _tune(spec, function, params, backend, strategy, budget, database, defines,
+          include_dirs):
+    from polygpu.search import tuner
+    from polygpu.search.runner import ProcessRunner
+
+    options = tuner.TuneOptions(strategy=strategy, budget=budget, defines=defines,
+                                include_dirs=include_dirs)
+    db, owned = _open_database(database, create=True)
+    try:
+        return tuner.tune(spec, params, ProcessRunner(backend), function=function,
+                          options=options, database=db)
+    finally:
+        if owned:
+            db.close()
+
+
+# --------------------------------------------------------------------------------------
+# The tuning database
+# --------------------------------------------------------------------------------------
+
+
+@functools.cache
+def lookup_environment(backend: str) -> Environment:
+    """The :class:`Environment` measurements for ``backend`` ("gpu" or "cpu") are
+    recorded under: what ``ProcessRunner(backend).environment()`` reports, computed in
+    this process (which launches on the GPU anyway) instead of a child."""
+    from polygpu.search.runner import child_environment
+
+    if backend == "gpu":
+        _driver()  # before child_environment() initialises PyCUDA its own way
+    elif backend != "cpu":
+        raise PolygpuError(f"backend {backend!r}: gpu or cpu")
+    return child_environment(backend)
+
+
+def region_hash(spec: str, prepared) -> str:
+    """The source hash the tuner records the region's measurements under."""
+    from polygpu.search.tuner import _region_text
+
+    return source_hash(_region_text(spec, prepared))
+
+
+def recorded_measurements(spec: str, prepared, params: Mapping[str, int], backend: str,
+                          database: Any = None) -> list[Measurement]:
+    """The ok measurements the database holds for this region, ``params`` and the
+    environment of ``backend``, fastest first (the latest one of each variant)."""
+    db, owned = _open_database(database, create=False)
+    if db is None:
+        return []
+    try:
+        found = db.lookup(region_hash(spec, prepared), prepared.analysis.scop.function,
+                          params, lookup_environment(backend))
+    finally:
+        if owned:
+            db.close()
+    ok = [m for m in found.values() if m.status == "ok"]
+    return sorted(ok, key=lambda m: (m.time_ms, m.key))
+
+
+def _open_database(database: Any, create: bool):
+    """(the database or None, whether this call opened it and must close it)."""
+    from polygpu.search.database import TuningDatabase, default_path
+
+    if database is False:
+        return None, False
+    if isinstance(database, TuningDatabase):
+        return database, False
+    if database is not None and not isinstance(database, str | os.PathLike):
+        raise PolygpuError(f"database: expected a TuningDatabase, a path, None or False, "
+                           f"got {type(database).__name__}")
+    path = default_path() if database is None else Path(database)
+    if not create and not path.exists():
+        return None, False
+    return TuningDatabase(path), True
+
+
+# --------------------------------------------------------------------------------------
+# Backends
+# --------------------------------------------------------------------------------------
+
+
+def _driver():
+    """pycuda.driver with a context current (:func:`polygpu.runtime.gpu._cuda`).
+
+    On first use, PyCUDA is made to use the device's primary context instead of the
+    private one ``pycuda.autoinit`` creates: CuPy and PyTorch allocate in the primary
+    context, and a pointer from another context is invalid in ours.  ``gpu._cuda`` imports
+    ``pycuda.autoinit``, so ``pycuda.autoprimaryctx`` is installed under that name first.
+    (The proper place for this is ``gpu._cuda`` itself.)
+    """
+    from polygpu.runtime import gpu
+
+    if gpu._cuda.cache_info().currsize == 0 and "pycuda.autoinit" not in sys.modules:
+        try:
+            import pycuda.autoprimaryctx as primary
+        except Exception:  # no PyCUDA, too old a PyCUDA, no device: gpu._cuda reports it
+            pass
+        else:
+            sys.modules["pycuda.autoinit"] = primary
+    return gpu._cuda()
+
+
+def _gpu_problem() -> str:
+    from polygpu.runtime.gpu import GpuUnavailableError
+
+    try:
+        _driver()
+    except GpuUnavailableError as e:
+        return str(e)
+    return ""
+
+
+def _resolve_backend(backend: str) -> tuple[str, str]:
+    """(the backend to use, why "auto" chose the CPU emulator)."""
+    if backend not in BACKENDS:
+        raise PolygpuError(f"backend {backend!r}: one of {', '.join(BACKENDS)}")
+    if backend == "gpu":
+        _driver()  # GpuUnavailableError (a PolygpuError) with the reason
+    elif backend == "auto":
+        problem = _gpu_problem()
+        return ("cpu", problem) if problem else ("gpu", "")
+    return backend, ""
+
+
+@dataclass(frozen=True)
+class _DeviceArray:
+    """A validated ``__cuda_array_interface__`` argument."""
+
+    pointer: int
+    nbytes: int
+
+
+class _GpuCode:
+    """The program's module and prepared kernel functions on the current context."""
+
+    def __init__(self, program: KernelProgram):
+        from polygpu.runtime import gpu
+
+        cuda = _driver()
+        self.module = gpu._module(gpu.device_source(program))  # compiled once per source
+        types = ["P" if a.kind == "array" else np.dtype(a.dtype) for a in program.arguments]
+        self.functions = []
+        for launch in program.launches:
+            func = self.module.get_function(launch.kernel)
+            func.prepare(types)
+            if launch.shared_bytes > gpu._DEFAULT_SHARED_LIMIT:  # opt in to more
+                func.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   launch.shared_bytes)
+            self.functions.append(func)
+
+
+# --------------------------------------------------------------------------------------
+# Kernel
+# --------------------------------------------------------------------------------------
+
+
+class Kernel:
+    """A compiled variant of a loop nest, callable like the original function.
+
+    Attributes: ``name``, ``spec``, ``backend`` ("gpu" or "cpu"), ``source`` (the CUDA
+    text), ``variant``, ``origin`` ("given", "tuned", "database" or "default"),
+    ``measurement`` (the time behind a tuned or database variant), ``tuning`` (the
+    :class:`~polygpu.search.tuner.TuneResult` with ``tune=True``), ``program``,
+    ``launches``, ``compiled`` (every stage's result), ``signature`` (argument names) and
+    ``written`` (the arrays the region writes: the only ones copied back from the GPU).
+    """
+
+    def __init__(self, compiled: Compiled, source: ir.Program, spec: str, backend: str,
+                 origin: str, measurement: Measurement | None = None, tuning=None):
+        if origin not in ORIGINS:
+            raise ValueError(f"origin {origin!r}: one of {ORIGINS}")
+        self.compiled = compiled
+        self.spec = spec
+        self.backend = backend
+        self.origin = origin
+        self.measurement = measurement
+        self.tuning = tuning
+        self._source = source
+        scop = compiled.analysis.scop
+        self._context = scop.context
+        writes = scop.access_map("write").range().get_set_list()
+        # arrays the region writes: only these are copied back from the device
+        self.written = frozenset(writes.get_at(k).get_tuple_name()
+                                 for k in range(writes.n_set()))
+        self._cpu_reason = ""  # why "auto" chose the emulator, for error messages
+        self.__signature__ = inspect.Signature([
+            inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            for name in source.signature])
+        # compile now, so a compiler error surfaces here and the first call is not slow
+        if backend == "cpu":
+            from polygpu.runtime import cpu
+
+            self._cpu = cpu.compile_program(self.program)
+        else:
+            self._gpu = _GpuCode(self.program)
+
+    @property
+    def name(self) -> str:
+        return self.program.function
+
+    @property
+    def program(self) -> KernelProgram:
+        return self.compiled.program
+
+    @property
+    def source(self) -> str:
+        return self.program.source
+
+    @property
+    def variant(self) -> Variant:
+        return self.compiled.variant
+
+    @property
+    def launches(self) -> tuple[Launch, ...]:
+        return self.program.launches
+
+    @property
+    def signature(self) -> tuple[str, ...]:
+        return self._source.signature
+
+    def __repr__(self) -> str:
+        time = f", {self.measurement.time_ms:.4g} ms" if self.measurement and \
+            self.measurement.time_ms is not None else ""
+        return (f"<polygpu.Kernel {self.name}({', '.join(self.signature)}) on {self.backend}, "
+                f"{len(self.launches)} launch{'es' * (len(self.launches) != 1)}, "
+                f"{self.origin} variant {canonical(self.variant.to_json())}{time}>")
+
+    # -- calling ---------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        """Run the kernels on these arguments, in the original function's order (or by
+        name).  Arrays are modified in place; returns None like the loop nest.
+
+        Every argument is checked before anything runs: integer parameters must be
+        integers within their C type, satisfy the region's assumptions, and agree with
+        the arrays' shapes; arrays must have exactly the declared dtype and shape and be
+        contiguous.  Any violation is a :class:`PolygpuError` naming the argument.
+        """
+        values = self._arguments(args, kwargs)
+        scalars, ints = self._scalars(values)
+        shapes = inputs.array_shapes(self._source, ints)
+        arrays = {a.name: self._array(a, values[a.name], shapes[a.name], ints)
+                  for a in self._source.arrays}
+        if self.backend == "cpu":
+            device = [n for n, v in arrays.items() if isinstance(v, _DeviceArray)]
+            if device:
+                raise PolygpuError(
+                    f"{self.name}(): argument '{device[0]}' is a device array "
+                    "(__cuda_array_interface__), but this kernel runs on the CPU emulator "
+                    f"(backend 'cpu'{self._cpu_reason and ': ' + self._cpu_reason}); pass a "
+                    "NumPy array")
+            self._cpu.run(scalars | arrays)
+        else:
+            self._run_gpu(scalars, arrays, ints)
+
+    def _arguments(self, args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        names = self.signature
+        if len(args) > len(names):
+            raise PolygpuError(f"{self.name}() takes {len(names)} arguments "
+                               f"({', '.join(names)}), {len(args)} given")
+        values = dict(zip(names, args, strict=False))
+        for name, value in kwargs.items():
+            if name not in names:
+                raise PolygpuError(f"{self.name}() has no argument '{name}' (its arguments: "
+                                   f"{', '.join(names)})")
+            if name in values:
+                raise PolygpuError(f"{self.name}(): argument '{name}' given twice")
+            values[name] = value
+        missing = [n for n in names if n not in values]
+        if missing:
+            raise PolygpuError(f"{self.name}(): missing argument"
+                               f"{'s' * (len(missing) > 1)} {', '.join(map(repr, missing))} "
+                               f"(it takes {', '.join(names)})")
+        return values
+
+    def _scalars(self, values: Mapping[str, Any]) -> tuple[dict, dict[str, int]]:
+        """(every scalar as a NumPy scalar of its dtype, the integer parameters)."""
+        scalars, ints = {}, {}
+        for p in self._source.params:
+            v = values[p.name]
+            if p.dtype in _INT_RANGES:
+                if isinstance(v, bool | np.bool_) or not _is_integer(v):
+                    raise PolygpuError(f"{self.name}(): argument '{p.name}' must be an "
+                                       f"integer, got {_describe(v)}")
+                low, high = _INT_RANGES[p.dtype]
+                if not low <= operator.index(v) <= high:
+                    raise PolygpuError(f"{self.name}(): argument '{p.name}' = {v} does not "
+                                       f"fit the kernel's {p.dtype}")
+                ints[p.name] = operator.index(v)
+            elif not isinstance(v, int | float | np.integer | np.floating) \
+                    or isinstance(v, bool | np.bool_):
+                raise PolygpuError(f"{self.name}(): argument '{p.name}' must be a real "
+                                   f"number, got {_describe(v)}")
+            scalars[p.name] = np.dtype(p.dtype).type(v)
+        if at_parameters(self._context, ints).is_empty():
+            raise PolygpuError(f"{self.name}(): the parameters ({_params_text(ints)}) "
+                               f"violate the region's assumptions {self._context}")
+        return scalars, ints
+
+    def _array(self, decl: ir.ArrayDecl, v: Any, shape: tuple[int, ...],
+               ints: Mapping[str, int]) -> np.ndarray | _DeviceArray:
+        dtype = np.dtype(decl.dtype)
+        where = f"{self.name}(): argument '{decl.name}'"
+        wanted = f"a {dtype} array of shape {shape}" + (
+            f" (from {_params_text(ints)})" if ints else "")
+        if isinstance(v, np.ndarray):
+            if v.dtype != dtype:
+                raise PolygpuError(f"{where} must be {wanted}, got dtype {v.dtype} "
+                                   f"(convert with .astype(np.{dtype}))")
+            if v.shape != shape:
+                raise PolygpuError(f"{where} must be {wanted}, got shape {v.shape}")
+            if not v.flags.c_contiguous:
+                raise PolygpuError(f"{where} must be C-contiguous (results are written into "
+                                   "it): pass np.ascontiguousarray(...) and use that array")
+            if not v.flags.writeable:
+                raise PolygpuError(f"{where} is read-only; the kernel writes into its "
+                                   "arguments")
+            return v
+        try:
+            interface = v.__cuda_array_interface__
+        except AttributeError:
+            interface = None
+        if interface is None:
+            raise PolygpuError(f"{where} must be {wanted}: a NumPy array or a device array "
+                               f"(__cuda_array_interface__), got {_describe(v)}")
+        return _device_array(where, wanted, interface, dtype, shape)
+
+    def _run_gpu(self, scalars: Mapping[str, np.generic],
+                 arrays: Mapping[str, np.ndarray | _DeviceArray], ints: Mapping[str, int]):
+        cuda = _driver()
+        params = {p: ints[p] for p in self.program.parameters}
+        dims = []
+        for launch in self.launches:
+            d = tuple(grid.evaluate(e, params) for e in launch.grid)
+            grid.check_launch(launch.kernel, d, launch.block)
+            dims.append(d)
+        cuda.Context.synchronize()  # after whatever the caller queued, on any stream
+        copies = []
+        try:
+            pointers, sizes = {}, {}
+            for name, v in arrays.items():
+                if isinstance(v, np.ndarray):
+                    buffer = cuda.mem_alloc(max(v.nbytes, 1))
+                    copies.append((name, v, buffer))
+                    cuda.memcpy_htod(buffer, v)
+                    pointers[name], sizes[name] = int(buffer), v.nbytes
+                else:
+                    pointers[name], sizes[name] = v.pointer, v.nbytes
+            for name in self.program.constants:  # read-only arrays read from __constant__
+                symbol, size = self._gpu.module.get_global(f"{name}_const")
+                cuda.memcpy_dtod(symbol, pointers[name], min(size, sizes[name]))
+            args = [pointers[a.name] if a.kind == "array" else scalars[a.name]
+                    for a in self.program.arguments]
+            for func, launch, d in zip(self._gpu.functions, self.launches, dims, strict=True):
+                func.prepared_async_call(d, launch.block, None, *args,
+                                         shared_size=launch.shared_bytes)
+            cuda.Context.synchronize()
+            for name, v, buffer in copies:
+                if name in self.written:
+                    cuda.memcpy_dtoh(v, buffer)
+        finally:
+            for _, _, buffer in copies:
+                buffer.free()
+
+
+def _device_array(where: str, wanted: str, interface: Mapping, dtype: np.dtype,
+                  shape: tuple[int, ...]) -> _DeviceArray:
+    """Check a ``__cuda_array_interface__`` (version 0 to 3) against the declaration."""
+    try:
+        got_dtype = np.dtype(interface["typestr"])
+        got_shape = tuple(int(n) for n in interface["shape"])
+        pointer, readonly = interface["data"]
+    except (KeyError, TypeError, ValueError) as e:
+        raise PolygpuError(f"{where}: malformed __cuda_array_interface__ ({e})") from None
+    if got_dtype != dtype:
+        raise PolygpuError(f"{where} must be {wanted}, got a device array of dtype "
+                           f"{got_dtype} (typestr {interface['typestr']!r})")
+    if got_shape != shape:
+        raise PolygpuError(f"{where} must be {wanted}, got a device array of shape "
+                           f"{got_shape}")
+    strides = interface.get("strides")
+    if strides is not None:
+        expected = [dtype.itemsize * math.prod(shape[d + 1:]) for d in range(len(shape))]
+        if any(n > 1 and int(s) != e for n, s, e in zip(shape, strides, expected, strict=True)):
+            raise PolygpuError(f"{where} must be C-contiguous, got a device array with "
+                               f"strides {tuple(strides)} (bytes; contiguous is "
+                               f"{tuple(expected)}): pass a contiguous copy")
+    if interface.get("mask") is not None:
+        raise PolygpuError(f"{where}: masked device arrays are not supported")
+    if readonly:
+        raise PolygpuError(f"{where} is a read-only device array; the kernel writes into "
+                           "its arguments")
+    if not pointer:
+        raise PolygpuError(f"{where}: the device array has a null data pointer")
+    return _DeviceArray(int(pointer), dtype.itemsize * math.prod(shape))
+
+
+def _is_integer(v: Any) -> bool:
+    try:
+        operator.index(v)
+    except TypeError:
+        return False
+    return True
+
+
+def _describe(v: Any) -> str:
+    if isinstance(v, np.ndarray):
+        return f"a {v.dtype} NumPy array of shape {v.shape}"
+    text = repr(v)
+    return f"{type(v).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+def _params_text(ints: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in ints.items())

@@ -1,0 +1,110 @@
+"""What the search hands a runner, and what a runner hands back.
+
+The search (:mod:`polygpu.search.tuner`) decides *what* to measure; a runner
+(:mod:`polygpu.search.runner`) decides *how*: compile and time through PyCUDA in a child
+process, emulate on the CPU, or replay recorded numbers in CI.  Everything crossing that
+boundary is one of the plain, picklable records below, so a runner can live in another
+process and the database (:mod:`polygpu.search.database`) can store them as they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+from polygpu.codegen.program import KernelProgram
+
+# A measurement's outcome.  Only "ok" has a time; every other status scores infinite.
+STATUSES = ("ok", "wrong", "compile-error", "crash", "timeout", "error")
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where a measurement was taken: part of every database key, since a time on one GPU,
+    toolkit or polygpu version says nothing about another."""
+
+    gpu_name: str  # e.g. "NVIDIA H100 80GB HBM3"; "cpu-emulator" for the CPU backend
+    compute_capability: str  # e.g. "9.0"; "" for the CPU backend
+    cuda_version: str  # toolkit (nvcc) version, e.g. "13.0"
+    driver_version: str  # e.g. "580.65"; "" without a driver
+    polygpu_version: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One candidate to measure.
+
+    ``program`` is the generated code (parameter-independent: grids are expressions);
+    ``spec``/``function``/``defines``/``include_dirs`` name the original region, which
+    the runner needs for the reference check.  ``check_params`` are the (small)
+    parameters of the reference check every candidate passes before it is timed;
+    ``params`` the parameters it is timed at.  ``cubin`` is the program already
+    compiled for ``arch`` (the search compiles candidates in parallel while pruning),
+    or None to compile in the runner.
+    """
+
+    key: str  # the variant as canonical JSON: identifies the candidate in the search
+    spec: str
+    function: str | None
+    program: KernelProgram
+    params: Mapping[str, int]
+    check_params: Mapping[str, int]
+    defines: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = ()
+    cubin: bytes | None = None
+    arch: str = ""
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """The outcome of one job.  ``time_ms`` is the median of ``times_ms`` (CUDA events,
+    after warm-up) and is None unless ``status == "ok"``; ``reason`` says why a
+    candidate failed (compiler output, the check's account, the signal that killed the
+    child, the timeout)."""
+
+    key: str
+    status: str
+    time_ms: float | None = None
+    times_ms: tuple[float, ...] = ()
+    reason: str = ""
+    check: str = ""  # the reference check's one-line account
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r} (one of {STATUSES})")
+        if (self.status == "ok") != (self.time_ms is not None):
+            raise ValueError("a time exactly when status is 'ok'")
+
+    @property
+    def score(self) -> float:
+        """What the search minimises: the median time, infinite for a failed candidate."""
+        return self.time_ms if self.status == "ok" else float("inf")
+
+
+class Runner(Protocol):
+    """Measures candidates.  Implementations must never raise for a bad candidate: a
+    candidate that fails to compile, crashes, hangs or computes a wrong result comes
+    back as a :class:`Measurement` with that status and its reason."""
+
+    def environment(self) -> Environment: ...
+
+    def measure(self, job: Job) -> Measurement: ...
+
+
+def canonical(data: Mapping) -> str:
+    """Canonical JSON text (sorted keys, no spaces): equal data, equal text, equal key."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def source_hash(text: str) -> str:
+    """sha256 of a kernel's source text: the database keys measurements by it, so an edit
+    to the user's loop nest never reuses an old time."""
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,579 @@
+"""Runners: measure candidates in a child process (GPU or CPU emulator), or replay records.
+
+:class:`ProcessRunner` runs every job in a fresh child (``python -m
+polygpu.search.runner JOBDIR``, its own session and process group), so nothing a candidate
+does can take the search down: a segfault, an illegal address that poisons the CUDA
+context, or a kernel that never returns ends the child, not the parent, and comes back as
+a :class:`~polygpu.search.measurement.Measurement` with status ``crash`` or ``timeout``.
+The parent never imports PyCUDA, never creates a CUDA context and never forks one.
+
+In the child, a job is
+
+1. compiled (``compile-error`` with nvcc's or g++'s first lines);
+2. checked against the sequential reference at ``job.check_params``
+   (:func:`polygpu.runtime.check.check_program`, poisoned outputs and red zones), every
+   time, with nothing cached from another child: a wrong candidate (``wrong``) is never
+   timed, so it can never win;
+3. timed at ``job.params`` on fresh random inputs.  GPU: CUDA events around all launches
+   of one run, ``warmup`` untimed runs then ``repeats`` timed ones, the median.  When the
+   program's arrays total less than twice the L2 cache, ``rotations()`` copies of them are
+   made and used in turn, so every run starts with the data out of L2, as it is when the
+   kernel runs on inputs of realistic size; ``extra["rotations"]`` records the count.
+   CPU: ``time.perf_counter`` around the emulator (only for tests and CI:
+   ``extra["timer"] == "cpu-wallclock"``).
+
+On the GPU the child runs the exact binary it checks: ``job.cubin`` through
+``module_from_buffer`` when its ``job.arch`` is the device's, else the source compiled as
+:mod:`polygpu.runtime.gpu` compiles it; either way the module is installed as that module's
+``_module`` for the child's lifetime, so ``check_program(backend="gpu")`` and the timing
+both launch it.
+
+:func:`compile_cubins` compiles many candidates in parallel with nvcc (no GPU needed) and
+returns each one's cubin and ptxas resources, so the search can prune on occupancy and hand
+the binaries to the runner.  :class:`ReplayRunner` returns recorded measurements: it drives
+the search in CI, where there is no GPU.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import math
+import os
+import pickle
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import polygpu
+from polygpu.codegen.program import KernelProgram
+from polygpu.errors import PolygpuError
+from polygpu.runtime.compiler import CompileError
+from polygpu.search.measurement import Environment, Job, Measurement, Runner
+from polygpu.search.occupancy import Resources, parse_ptxas
+
+__all__ = [
+    "Cubin", "ProcessRunner", "ReplayRunner", "Runner", "compile_cubin", "compile_cubins",
+    "rotations",
+]
+
+MAX_ROTATIONS = 64
+_ROOT = Path(polygpu.__file__).resolve().parent.parent  # what the child needs on sys.path
+_REASON_LINES = 20  # lines of compiler output or stderr kept in a reason
+_DEFAULTS = {"gpu": (20, 3), "cpu": (3, 1)}  # backend -> (repeats, warmup)
+# CUDA errors that mean the kernel faulted (an error of the candidate, not of the runner)
+_GPU_FAULT = re.compile(r"illegal|misaligned|launch fail|unspecified launch|exception|trap"
+                        r"|address space|cuCtxSynchronize|cuMemcpy|cuEvent"
+                        r"|hardware stack|launch timeout|timed out|out of resources", re.I)
+
+
+def rotations(total_bytes: int, l2_bytes: int, cap: int = MAX_ROTATIONS) -> int:
+    """How many copies of a program's arrays to rotate through so each run starts with a
+    cold L2: ``ceil(2 * L2 / bytes)`` (capped) when they total less than twice the L2,
+    else 1.  With k copies, the k - 1 others touched between two uses of one copy total at
+    least one L2 (2 L2 - bytes when bytes <= L2, bytes itself otherwise).  The cap bounds
+    set-up time for tiny problems (under 2 L2 / cap bytes), which then run partly warm."""
+    if l2_bytes <= 0 or total_bytes >= 2 * l2_bytes:
+        return 1
+    return max(1, min(cap, math.ceil(2 * l2_bytes / max(total_bytes, 1))))
+
+
+# --------------------------------------------------------------------------------------
+# Parallel nvcc
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cubin:
+    """One candidate compiled for one architecture: the binary and ptxas' report."""
+
+    binary: bytes
+    arch: str
+    resources: Mapping[str, Resources]  # per kernel (C linkage names)
+    log: str  # nvcc's output (the ptxas -v report)
+
+
+def _nvcc() -> str:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise PolygpuError("nvcc not found on PATH: it is needed to compile candidates")
+    return nvcc
+
+
+def default_nvcc_options() -> tuple[str, ...]:
+    """The options :mod:`polygpu.runtime.gpu` compiles with, so a cubin made here is the
+    code the GPU backend would run."""
+    from polygpu.runtime.gpu import nvcc_options
+
+    return ("-std=c++17", *nvcc_options())
+
+
+def compile_cubin(source: str | KernelProgram, arch: str,
+                  options: Sequence[str] | None = None) -> Cubin:
+    """Compile one candidate (a KernelProgram or its CUDA text) to a cubin for ``arch``;
+    :class:`CompileError` with nvcc's first lines if it does not compile."""
+    from polygpu.runtime.gpu import _KERNEL
+
+    text = source.source if isinstance(source, KernelProgram) else source
+    text = _KERNEL.sub('extern "C" __global__', text)  # as gpu.device_source; idempotent
+    opts = default_nvcc_options() if options is None else tuple(options)
+    nvcc = _nvcc()
+    with tempfile.TemporaryDirectory(prefix="polygpu-cubin-") as tmp:
+        cu, out = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.cubin"
+        cu.write_text(text)
+        result = subprocess.run(
+            [nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", *opts, "-o", str(out), str(cu)],
+            capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"},
+        )
+        if result.returncode != 0 or not out.exists():
+            raise CompileError(f"nvcc cannot compile the program for {arch}:\n"
+                               + _head(result.stderr or result.stdout))
+        binary = out.read_bytes()
+    return Cubin(binary, arch, parse_ptxas(result.stderr), result.stderr)
+
+
+def compile_cubins(sources: Sequence[str | KernelProgram], arch: str, jobs: int | None = None,
+                   options: Sequence[str] | None = None) -> list[Cubin | Exception]:
+    """Compile many candidates at once (nvcc processes on ``jobs`` threads, default one per
+    CPU); per source, in order, its :class:`Cubin` or the exception that stopped it."""
+    _nvcc()  # a missing nvcc is the caller's problem, not every candidate's
+    if options is None:
+        options = default_nvcc_options()
+    workers = max(1, min(jobs or os.cpu_count() or 1, len(sources) or 1))
+
+    def one(src):
+        try:
+            return compile_cubin(src, arch, options)
+        except Exception as e:  # a bad candidate is a result, not a failure of the batch
+            return e
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(one, sources))
+
+
+# --------------------------------------------------------------------------------------
+# The parent side
+# --------------------------------------------------------------------------------------
+
+
+class ProcessRunner:
+    """Measures each job in a fresh child process (see the module docstring).
+
+    ``backend`` is "gpu" (PyCUDA, CUDA events) or "cpu" (the emulator, wall clock).
+    ``repeats``/``warmup`` default to 20/3 on the GPU and 3/1 on the CPU.  ``l2_bytes``
+    overrides the device's L2 size for the rotation count (on the CPU, rotation happens
+    only when it is given).  ``timeout_s`` bounds the whole child: compile, check, timing.
+    """
+
+    def __init__(self, backend: str = "gpu", timeout_s: float = 60.0, repeats: int | None = None,
+                 warmup: int | None = None, l2_bytes: int | None = None):
+        if backend not in _DEFAULTS:
+            raise ValueError(f"unknown backend {backend!r} (gpu or cpu)")
+        self.backend = backend
+        self.timeout_s = timeout_s
+        self.repeats = _DEFAULTS[backend][0] if repeats is None else repeats
+        self.warmup = _DEFAULTS[backend][1] if warmup is None else warmup
+        self.l2_bytes = l2_bytes
+        self._environment: Environment | None = None
+
+    def environment(self) -> Environment:
+        """Where this runner measures; asked of a child once (the parent never opens a
+        CUDA context), then cached.  Raises when the backend cannot be used at all."""
+        if self._environment is None:
+            with tempfile.TemporaryDirectory(prefix="polygpu-env-") as tmp:
+                out = Path(tmp) / "environment.json"
+                rc, timed_out, log = self._spawn(["--environment", self.backend, str(out)],
+                                                 Path(tmp), self.timeout_s)
+                if timed_out or rc != 0 or not out.exists():
+                    why = "timed out" if timed_out else _exit_text(rc)
+                    raise PolygpuError(f"cannot query the {self.backend} environment ({why}):\n"
+                                       + _tail(log))
+                self._environment = Environment(**json.loads(out.read_text()))
+        return self._environment
+
+    def measure(self, job: Job) -> Measurement:
+        """The job's measurement; never raises for a bad candidate (or a bad job)."""
+        start = time.monotonic()
+        try:
+            m = self._measure(job)
+        except Exception as e:  # the runner's own trouble still must not stop the search
+            m = Measurement(job.key, "error", reason=f"runner: {type(e).__name__}: {e}")
+        extra = {**m.extra, "wall_s": round(time.monotonic() - start, 3)}
+        return dataclasses.replace(m, extra=extra)
+
+    def _measure(self, job: Job) -> Measurement:
+        with tempfile.TemporaryDirectory(prefix="polygpu-job-") as tmp:
+            directory = Path(tmp)
+            # plain dicts: a mappingproxy (or any exotic Mapping) does not pickle
+            job = dataclasses.replace(job, params=dict(job.params),
+                                      check_params=dict(job.check_params))
+            task = {"job": job, "backend": self.backend, "repeats": self.repeats,
+                    "warmup": self.warmup, "l2_bytes": self.l2_bytes}
+            (directory / "job.pkl").write_bytes(pickle.dumps(task))
+            rc, timed_out, log = self._spawn([str(directory)], directory, self.timeout_s)
+            result = _read_result(directory / "result.pkl")
+        if result is not None:
+            return result
+        if timed_out:
+            return Measurement(job.key, "timeout", reason=(
+                f"no result after {self.timeout_s:g} s (compile, check, {self.warmup} warm-up "
+                f"and {self.repeats} timed runs); the child was killed"),
+                extra={"timeout_s": self.timeout_s})
+        return Measurement(job.key, "crash", reason=f"the child {_exit_text(rc)} without a "
+                           f"result; its output ends:\n{_tail(log)}",
+                           extra={"exit_code": rc})
+
+    def _spawn(self, args: list[str], directory: Path, timeout: float) -> tuple[int, bool, str]:
+        """Run the child in its own session; on timeout kill its whole process group (the
+        emulator's threads, a compiler it started).  (exit code, timed out, its output)."""
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
+        log = directory / "output.txt"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-X", "faulthandler", "-m", "polygpu.search.runner", *args],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env,
+                start_new_session=True,
+            )
+            timed_out = False
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                # the child is not yet reaped here, so its group id is still ours to kill
+                if proc.returncode is None:
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    proc.wait()
+        return proc.returncode, timed_out, log.read_text(errors="replace")
+
+
+def _read_result(path: Path) -> Measurement | None:
+    try:
+        result = pickle.loads(path.read_bytes())
+    except Exception:  # absent, or cut short by a kill
+        return None
+    return result if isinstance(result, Measurement) else None
+
+
+def _exit_text(rc: int | None) -> str:
+    if rc is not None and rc < 0:
+        try:
+            return f"was killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"was killed by signal {-rc}"
+    return f"exited with status {rc}"
+
+
+def _head(text: str, lines: int = _REASON_LINES) -> str:
+    return "\n".join(text.strip().splitlines()[:lines])
+
+
+def _tail(text: str, lines: int = _REASON_LINES) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:]) or "(no output)"
+
+
+# --------------------------------------------------------------------------------------
+# The replay runner
+# --------------------------------------------------------------------------------------
+
+REPLAY_FORMAT = "polygpu-replay"
+
+
+class ReplayRunner:
+    """Returns recorded measurements by ``job.key`` (status "error" for a key never
+    recorded): lets the search run in CI exactly as it ran on the GPU, without one.
+    ``calls`` counts measure() calls per key."""
+
+    def __init__(self, records: Mapping[str, Measurement] | str | os.PathLike,
+                 env: Environment | None = None):
+        if isinstance(records, str | os.PathLike):
+            records, recorded_env = ReplayRunner.load(records)
+            env = env or recorded_env
+        elif env is None:
+            raise TypeError("ReplayRunner: give the environment the records were taken in")
+        self.records = dict(records)
+        self.env = env
+        self.calls: Counter[str] = Counter()
+
+    def environment(self) -> Environment:
+        return self.env
+
+    def measure(self, job: Job) -> Measurement:
+        self.calls[job.key] += 1
+        found = self.records.get(job.key)
+        if found is None:
+            return Measurement(job.key, "error", reason="no recorded measurement")
+        return found
+
+    @staticmethod
+    def save(path: str | os.PathLike, measurements: Mapping[str, Measurement]
+             | Iterable[Measurement], env: Environment) -> None:
+        """Write ``measurements`` (and the environment they were taken in) as JSON."""
+        items = measurements.values() if isinstance(measurements, Mapping) else measurements
+        data = {"format": REPLAY_FORMAT, "version": 1, "environment": env.to_json(),
+                "measurements": [measurement_to_json(m) for m in items]}
+        Path(path).write_text(json.dumps(data, indent=1, default=_plain) + "\n")
+
+    @staticmethod
+    def load(path: str | os.PathLike) -> tuple[dict[str, Measurement], Environment]:
+        data = json.loads(Path(path).read_text())
+        if data.get("format") != REPLAY_FORMAT:
+            raise PolygpuError(f"{path}: not a {REPLAY_FORMAT} file")
+        records = {}
+        for item in data["measurements"]:
+            m = measurement_from_json(item)
+            records[m.key] = m
+        return records, Environment(**data["environment"])
+
+
+def measurement_to_json(m: Measurement) -> dict:
+    return {"key": m.key, "status": m.status, "time_ms": m.time_ms,
+            "times_ms": list(m.times_ms), "reason": m.reason, "check": m.check,
+            "extra": dict(m.extra)}
+
+
+def measurement_from_json(d: Mapping) -> Measurement:
+    return Measurement(key=d["key"], status=d["status"], time_ms=d.get("time_ms"),
+                       times_ms=tuple(d.get("times_ms", ())), reason=d.get("reason", ""),
+                       check=d.get("check", ""), extra=dict(d.get("extra", {})))
+
+
+def _plain(o):
+    """JSON for what json does not know (numpy scalars, tuples of them)."""
+    return o.item() if hasattr(o, "item") else str(o)
+
+
+# --------------------------------------------------------------------------------------
+# The child side
+# --------------------------------------------------------------------------------------
+
+
+def run_job(job: Job, backend: str, repeats: int, warmup: int,
+            l2_bytes: int | None = None) -> Measurement:
+    """Compile, check and time ``job`` in *this* process, every failure turned into its
+    status.  The child's body; call it directly only where a crash may take you down."""
+    state: dict[str, object] = {"check": "", "extra": {}}
+    try:
+        return _run_job(job, backend, repeats, warmup, l2_bytes, state)
+    except CompileError as e:
+        status, reason = "compile-error", _head(str(e))
+    except Exception as e:
+        from polygpu.runtime.grid import LaunchError
+
+        fault = isinstance(e, LaunchError) or (_is_pycuda_error(e) and _GPU_FAULT.search(str(e)))
+        status, reason = ("crash" if fault else "error"), f"{type(e).__name__}: {e}"
+    return Measurement(job.key, status, reason=reason, check=str(state["check"]),
+                       extra=dict(state["extra"]))
+
+
+def _is_pycuda_error(e: Exception) -> bool:
+    return type(e).__module__.startswith("pycuda")
+
+
+def _run_job(job, backend, repeats, warmup, l2_bytes, state) -> Measurement:
+    from polygpu.frontend import load
+    from polygpu.model.build import build_scop
+    from polygpu.runtime import inputs
+    from polygpu.runtime.check import check_program
+
+    extra = state["extra"]
+    source = load(job.spec, job.function, job.defines, job.include_dirs)
+    scop = build_scop(source)
+    # compile first, so a compiler error is reported as one, not as a failed check
+    if backend == "gpu":
+        device = _install_gpu_module(job, extra)
+    else:
+        from polygpu.runtime import cpu
+
+        compiled = cpu.compile_program(job.program)
+
+    result = check_program(job.program, scop, job.spec, job.check_params, backend=backend,
+                           seed=job.seed, defines=job.defines, include_dirs=job.include_dirs)
+    state["check"] = result.message.splitlines()[0]
+    extra["check_error"] = max(result.max_relative_error.values(), default=0.0)
+    extra["check_threshold"] = result.threshold
+    if not result.ok:
+        return Measurement(job.key, "wrong", reason=result.message, check=state["check"],
+                           extra=extra)
+
+    ints = inputs.integer_parameters(source, job.params)
+    shapes = inputs.array_shapes(source, ints)
+    import numpy as np
+
+    values = inputs.random_values(source, ints, shapes, np.random.default_rng(job.seed))
+    total = sum(v.nbytes for v in values.values() if isinstance(v, np.ndarray))
+    extra["bytes"] = total
+    extra["blocks"] = _blocks(job.program, ints)
+    if backend == "gpu":
+        times = _time_gpu(job.program, values, total, repeats, warmup, l2_bytes, device, extra)
+    else:
+        times = _time_cpu(compiled, values, total, repeats, warmup, l2_bytes, extra)
+    return Measurement(job.key, "ok", time_ms=statistics.median(times), times_ms=tuple(times),
+                       check=state["check"], extra=extra)
+
+
+def _blocks(program: KernelProgram, ints: Mapping[str, int]) -> list[int]:
+    """Thread blocks per launch: whether the inputs fill the chip (compare ``sms``)."""
+    from polygpu.runtime import grid
+
+    params = {p: int(ints[p]) for p in program.parameters}
+    return [math.prod(grid.evaluate(e, params) for e in launch.grid)
+            for launch in program.launches]
+
+
+def _rotated(values: Mapping[str, object], k: int) -> list[dict[str, object]]:
+    """``k`` argument sets: the given arrays, then independent copies of them."""
+    import numpy as np
+
+    first = dict(values)
+    return [first] + [{n: (v.copy() if isinstance(v, np.ndarray) else v)
+                       for n, v in first.items()} for _ in range(k - 1)]
+
+
+def _time_cpu(compiled, values, total, repeats, warmup, l2_bytes, extra) -> list[float]:
+    k = rotations(total, l2_bytes) if l2_bytes else 1
+    sets = _rotated(values, k)
+    extra.update(rotations=k, timer="cpu-wallclock", device="cpu-emulator")
+    for r in range(warmup):
+        compiled.run(sets[r % k])
+    times = []
+    for r in range(warmup, warmup + repeats):
+        t0 = time.perf_counter()
+        compiled.run(sets[r % k])
+        times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def _arch_matches(arch: str, major: int, minor: int) -> bool:
+    """A cubin for sm_XY (or its arch-specific sm_XYa / family sm_XYf flavour) runs on a
+    device of compute capability X.Y."""
+    return re.fullmatch(rf"sm_{major}{minor}[af]?", arch) is not None
+
+
+def _install_gpu_module(job: Job, extra: dict):
+    """Load the job's binary (its cubin when built for this device, else its source through
+    nvcc as gpu.py does) and make it the module gpu.py launches for this child, so the
+    reference check runs exactly what is timed.  Returns the device."""
+    from polygpu.runtime import gpu
+
+    cuda = gpu._cuda()
+    device = cuda.Context.get_device()
+    major, minor = device.compute_capability()
+    if job.cubin is not None and _arch_matches(job.arch, major, minor):
+        module = cuda.module_from_buffer(job.cubin)
+        extra["binary"] = f"cubin {job.arch}"
+    else:
+        module = gpu._module(gpu.device_source(job.program))  # CompileError on failure
+        extra["binary"] = f"nvcc sm_{major}{minor}" + (
+            f" (the cubin is for {job.arch or 'an unknown arch'})" if job.cubin else "")
+    gpu._module = lambda source: module  # this child measures one program: this one
+    extra["device"] = device.name()
+    extra["sms"] = device.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
+    return device
+
+
+def _time_gpu(program, values, total, repeats, warmup, l2_bytes, device, extra) -> list[float]:
+    """CUDA events around each run's launches (not the copies); runs rotate through k
+    independent sets of device buffers so each starts with a cold L2."""
+    from polygpu.runtime import gpu
+
+    cuda = gpu._cuda()
+    l2 = device.get_attribute(cuda.device_attribute.L2_CACHE_SIZE) if l2_bytes is None \
+        else l2_bytes
+    k = rotations(total, l2)
+    sets = [gpu._prepare(program, v) for v in _rotated(values, k)]  # k buffer sets
+    extra.update(rotations=k, l2_bytes=l2, timer="cuda-events")
+    for r in range(warmup):
+        sets[r % k].launch_all()
+    cuda.Context.synchronize()
+    start, end = cuda.Event(), cuda.Event()
+    times = []
+    for r in range(warmup, warmup + repeats):
+        start.record()
+        sets[r % k].launch_all()
+        end.record()
+        end.synchronize()
+        times.append(end.time_since(start))
+    return times
+
+
+def child_environment(backend: str) -> Environment:
+    """The environment of ``backend`` as seen from this process (the child's side of
+    :meth:`ProcessRunner.environment`: on the GPU it opens a context)."""
+    toolkit = _nvcc_version()
+    if backend == "cpu":
+        return Environment("cpu-emulator", "", toolkit, "", polygpu.__version__)
+    from polygpu.runtime import gpu
+
+    cuda = gpu._cuda()
+    device = cuda.Context.get_device()
+    major, minor = device.compute_capability()
+    return Environment(device.name(), f"{major}.{minor}", toolkit or _cuda_text(cuda.get_version()),
+                       _smi_driver() or _cuda_text(cuda.get_driver_version()),
+                       polygpu.__version__)
+
+
+def _nvcc_version() -> str:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return ""
+    out = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"release (\d+\.\d+)", out)
+    return m[1] if m else ""
+
+
+def _smi_driver() -> str:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return ""
+    try:
+        out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return (out.splitlines() or [""])[0].strip()
+
+
+def _cuda_text(version) -> str:
+    """PyCUDA's versions as "major.minor": a tuple (12, 4, 0) or an int 12040."""
+    if isinstance(version, tuple):
+        return ".".join(map(str, version[:2]))
+    return f"{version // 1000}.{version % 1000 // 10}"
+
+
+def _child(argv: list[str]) -> int:
+    if argv[:1] == ["--environment"]:
+        backend, out = argv[1], Path(argv[2])
+        out.write_text(json.dumps(child_environment(backend).to_json()))
+        return 0
+    directory = Path(argv[0])
+    task = pickle.loads((directory / "job.pkl").read_bytes())
+    m = run_job(task["job"], task["backend"], task["repeats"], task["warmup"], task["l2_bytes"])
+    tmp = directory / "result.pkl.tmp"
+    tmp.write_bytes(pickle.dumps(m))
+    os.replace(tmp, directory / "result.pkl")  # whole or absent, even if killed now
+    return 0
+
+
+if __name__ == "__main__":
+    code = _child(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # skip interpreter teardown: a CUDA context a faulting kernel poisoned can hang or
+    # abort in its atexit handler, after the result is safely written
+    os._exit(code)

@@ -1,0 +1,157 @@
+"""The search space (paper §6): which variants of a region are worth compiling.
+
+A point is a :class:`~polygpu.schedule.tiling.Variant`.  The space is the product of
+
+* the scheduler's candidate transformations (the best ``candidates`` of them);
+* threads per block: a total in ``thread_totals`` (the tuner keeps {T, T/2, T/4} once
+  ptxas has told it T, the largest warp multiple the kernel's registers allow), shaped
+  over the mapped dimensions with a warp-friendly x extent;
+* register-tile factors per dimension (points per thread, unroll-and-jam when > 1), so
+  the block tile is ``threads * factor``; tiles must divide the work evenly among
+  blocks and threads (the extent at the given parameters is a multiple of the tile)
+  unless no tile does;
+* the time tile (second tiling level, bounds the shared footprint) where the kernel has
+  a time loop; unroll factors; shared memory on/off; cyclic or blocked points.
+
+Every point is a complete, valid Variant; the memory stage rejects nothing (it falls
+back to global memory), and compile errors are reported per point by the tuner.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polygpu.pipeline import Prepared
+from polygpu.schedule.tiling import MAX_MAPPED, MAX_THREADS, Variant, tile
+
+
+@dataclass(frozen=True)
+class SpaceOptions:
+    """The axes of the space.  Defaults give a few hundred points for a 2-d kernel."""
+
+    candidates: int = 2
+    thread_totals: tuple[int, ...] = (1024, 512, 256, 128)
+    x_threads: tuple[int, ...] = (16, 32, 64)  # x extents of 2-d and 3-d blocks
+    factors: tuple[int, ...] = (1, 2, 4, 8)
+    max_points: int = 16  # points per thread (register tile) at most
+    time_tiles: tuple[int, ...] = (16, 32)
+    unrolls: tuple[int, ...] = (1, 4)
+    shared: tuple[bool, ...] = (True, False)
+    blocked: tuple[bool, ...] = (False, True)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the space needs to know about one candidate transformation."""
+
+    candidate: int
+    n_mapped: int  # the most mapped dimensions over its kernels
+    extents: tuple[int, ...]  # points per mapped dimension at the parameters, outer first
+    has_time_loop: bool
+
+
+def _value(pa: isl.PwAff, params: Mapping[str, int]) -> int:
+    ctx = isl.Set.universe(pa.get_domain_space())
+    for name, v in params.items():
+        k = ctx.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            ctx = ctx.fix_val(isl.dim_type.param, k, isl.Val(v))
+    return pa.intersect_params(ctx).max_val().to_python()
+
+
+def shapes(prepared: Prepared, params: Mapping[str, int], limit: int) -> list[Shape]:
+    """Mapped dimensions and their extents of the first ``limit`` candidates."""
+    an = prepared.analysis
+    result = []
+    for c, tr in enumerate(prepared.candidates[:limit]):
+        kernels = tile(an.scop, an.dependences, tr, Variant(candidate=c, tile=(1,),
+                                                            threads=(1,)))
+        n = max(k.n_mapped for k in kernels)
+        extents = [1] * n
+        for k in kernels:
+            # k.extent is x first; right-align to the outermost dims
+            for d, pa in enumerate(k.extent):
+                i = n - 1 - d
+                extents[i] = max(extents[i], _value(pa, params) + 1)
+        time_loop = any(k.n_local > k.n_tile_levels for k in kernels) or any(
+            len(k.local_names) > k.n_mapped for k in kernels)
+        result.append(Shape(c, n, tuple(extents), time_loop))
+    return result
+
+
+def _thread_shapes(n: int, total: int, options: SpaceOptions) -> list[tuple[int, ...]]:
+    """Ways to spread ``total`` threads over ``n`` dimensions, x a warp-friendly size."""
+    if n == 1:
+        return [(total,)]
+    result = []
+    for x in options.x_threads:
+        if x > total or total % x:
+            continue
+        rest = total // x
+        if n == 2:
+            result.append((rest, x))
+        else:  # three dims: y gets what it can up to 64, z the rest
+            for y in (1, 2, 4, 8, 16, 32, 64):
+                if rest % y == 0 and rest // y <= 64:
+                    result.append((rest // y, y, x))
+    return result
+
+
+def _tiles_ok(tile_: tuple[int, ...], extents: tuple[int, ...]) -> bool:
+    return all(t <= e and e % t == 0 for t, e in zip(tile_, extents, strict=True))
+
+
+def _structures(n, totals, extents, options: SpaceOptions, even: bool) -> list[tuple]:
+    """(threads, factors, tile) of every block shape, filtered by the extents."""
+    result = []
+    for total in totals:
+        for threads in _thread_shapes(n, total, options):
+            for factors in itertools.product(options.factors, repeat=n):
+                if math.prod(factors) > options.max_points:
+                    continue
+                tile_ = tuple(t * f for t, f in zip(threads, factors, strict=True))
+                if even and _tiles_ok(tile_, extents) or not even and all(
+                        t <= max(e, 32) for t, e in zip(tile_, extents, strict=True)):
+                    result.append((threads, factors, tile_))
+    return result
+
+
+def variants(shape: Shape, options: SpaceOptions) -> list[Variant]:
+    """All points of the space for one candidate, in a deterministic order."""
+    n = min(shape.n_mapped, MAX_MAPPED)
+    extents = shape.extents[-n:]
+    totals = [t for t in options.thread_totals if t <= MAX_THREADS]
+    # small problems: add smaller blocks (down to a warp) until some tile fits
+    while totals and not _structures(n, totals, extents, options, even=False) \
+            and min(totals) > 32:
+        totals.append(min(totals) // 2)
+    # tiles that divide the work evenly; if none does (odd sizes), all that fit
+    even = _structures(n, totals, extents, options, even=True) or _structures(
+        n, totals, extents, options, even=False)
+    time_tiles = options.time_tiles if shape.has_time_loop else (0,)
+    result = []
+    for threads, factors, tile_ in even:
+        jam = any(f > 1 for f in factors)
+        # unroll-and-jam already unrolls a register tile completely; blocked points
+        # only pay off in one dimension (in more they break coalescing along x)
+        unrolls = (1,) if jam else options.unrolls
+        blocked_options = options.blocked if jam and n == 1 else (False,)
+        for time_tile, unroll, shared in itertools.product(time_tiles, unrolls,
+                                                           options.shared):
+            for blocked in blocked_options:
+                result.append(Variant(candidate=shape.candidate, tile=tile_,
+                                      threads=threads, jam=jam, time_tile=time_tile,
+                                      unroll=unroll, blocked=blocked, shared=shared))
+    return result
+
+
+def space(prepared: Prepared, params: Mapping[str, int],
+          options: SpaceOptions = SpaceOptions()) -> list[Variant]:
+    """The whole space of a prepared region at ``params``."""
+    return [v for s in shapes(prepared, params, options.candidates)
+            for v in variants(s, options)]

@@ -1,0 +1,225 @@
+"""``polygpu tune``: the search from the command line, with a live progress bar.
+
+It prints a table of the best variants (time, GFLOP/s, achieved bandwidth, fraction of
+the roofline and, for regions that are a BLAS call, the ratio to cuBLAS timed in the
+same run), writes the best kernel as ``OUTDIR/FUNCTION.cu`` + ``.json`` (as ``compile``
+does, plus the tuning record) and optionally a report (``--report DIR``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from polygpu.errors import PolygpuError
+
+TOP = 10
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    from polygpu.cli import _add_input_arguments
+
+    p = sub.add_parser(
+        "tune",
+        help="search for the fastest variant on the GPU and write it",
+        description="Model-pruned empirical search (docs/search.md): enumerate variants "
+        "(scheduler candidates x block/thread tiles x time tiles x unroll/register tiles), "
+        "prune by modelled traffic and by occupancy from ptxas' register and shared-memory "
+        "report, check every candidate against the original loop nest, time the survivors "
+        "with CUDA events in child processes, record every measurement in the tuning "
+        "database, and write the best kernel to OUTDIR.",
+    )
+    _add_input_arguments(p)
+    p.add_argument("-p", "--param", dest="params", action="append", default=[],
+                   metavar="NAME=VALUE", help="value of an integer parameter (repeatable; "
+                   "all are needed)")
+    p.add_argument("-o", "--output", metavar="OUTDIR", required=True,
+                   help="directory for the best kernel's FUNCTION.cu and FUNCTION.json")
+    p.add_argument("--strategy", choices=("model", "exhaustive", "random"), default="model",
+                   help="model: the paper's pruned search (default); exhaustive: every "
+                   "variant; random: a seeded random sample (use --budget)")
+    p.add_argument("--budget", type=int, metavar="N",
+                   help="time at most N candidates (default: all the strategy keeps)")
+    p.add_argument("--traffic-slack", type=float, default=50.0, metavar="P",
+                   help="model: drop structures with more than P%% more modelled global "
+                   "traffic than the fewest (default 50)")
+    p.add_argument("--min-concurrency", type=float, default=0.25, metavar="F",
+                   help="model: drop variants below F times the best concurrency "
+                   "(default 0.25)")
+    p.add_argument("--db", metavar="PATH",
+                   help="tuning database (default: $POLYGPU_TUNING_DB or "
+                   "~/.cache/polygpu/tuning.sqlite)")
+    p.add_argument("--no-db", action="store_true",
+                   help="neither reuse nor record measurements")
+    p.add_argument("--report", metavar="DIR",
+                   help="write report.md, report.html and PNG plots to DIR")
+    p.add_argument("--backend", choices=("gpu", "cpu"), default="gpu",
+                   help="gpu: PyCUDA and CUDA events (default); cpu: the host emulator "
+                   "(small sizes; its times are not GPU times)")
+    p.add_argument("--replay", metavar="FILE",
+                   help="take measurements from a recorded replay file instead of running "
+                   "anything (for tests and CI)")
+    p.add_argument("--check-param", dest="check_params", action="append", default=[],
+                   metavar="NAME=VALUE", help="parameters of the reference check (default: "
+                   "at most two tiles plus a remainder)")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+                   help="seconds one candidate may take, check and timing (default 120)")
+    p.add_argument("--repeats", type=int, metavar="N", help="timed runs per candidate "
+                   "(default 20 on the GPU)")
+    p.add_argument("--seed", type=int, default=0, help="random strategy and inputs")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="parallel compile processes (default: CPUs)")
+    p.add_argument("--no-peer", action="store_true",
+                   help="do not time the matching cuBLAS call")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.set_defaults(run=run)
+    return p
+
+
+def _runner(args):
+    from polygpu.search.runner import ProcessRunner, ReplayRunner
+
+    if args.replay:
+        return ReplayRunner(args.replay)
+    return ProcessRunner(args.backend, timeout_s=args.timeout, repeats=args.repeats)
+
+
+def run(args: argparse.Namespace) -> int:
+    from polygpu.cli import _parse_params
+    from polygpu.search.database import TuningDatabase
+    from polygpu.search.occupancy import SM_90, device_limits
+    from polygpu.search.tuner import TuneOptions, tune
+
+    params = _parse_params(args.params)
+    options = TuneOptions(
+        strategy=args.strategy, budget=args.budget, traffic_slack=args.traffic_slack,
+        min_concurrency=args.min_concurrency, seed=args.seed, jobs=args.jobs,
+        check_params=_parse_params(args.check_params) or None,
+        defines=tuple(args.defines), include_dirs=tuple(args.include_dirs))
+    out = Path(args.output)
+    runner = _runner(args)
+    gpu = args.backend == "gpu" and not args.replay
+    limits = device_limits() if gpu else SM_90
+    database = None if args.no_db else TuningDatabase(args.db)
+    try:
+        with _progress(args.quiet) as show:
+            result = tune(args.file, params, runner, function=args.function,
+                          options=options, database=database, limits=limits,
+                          progress=show)
+    finally:
+        if database is not None:
+            database.close()
+    from polygpu.search.summary import summarize
+
+    summary = summarize(result, peer=not args.no_peer and gpu)
+    _print_table(result, summary)
+    best = result.best
+    if best is None:
+        print("no candidate passed the check: nothing written", file=sys.stderr)
+        return 1
+    paths = _write_best(args, result, summary, out)
+    print("wrote " + " and ".join(str(p) for p in paths))
+    if args.report:
+        from polygpu.search.report import write_report
+
+        written = write_report(result, Path(args.report), workload=summary.workload,
+                               roofline=summary.roofline, peer_ms=summary.peer_ms,
+                               peer_name=summary.peer_name)
+        print(f"report: {written[0]}")
+    return 0
+
+
+class _progress:
+    """A rich progress bar: candidates done / pruned / failed and the best so far."""
+
+    def __init__(self, quiet: bool):
+        self.quiet = quiet or not sys.stderr.isatty()
+        self._bar = None
+        self._task = None
+        self._phase = ""
+
+    def __enter__(self):
+        if not self.quiet:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
+                                 console=Console(stderr=True), transient=False)
+            self._bar.__enter__()
+            self._task = self._bar.add_task("compiling", total=None, status="")
+        return self
+
+    def __exit__(self, *exc):
+        if self._bar is not None:
+            self._bar.__exit__(*exc)
+
+    def __call__(self, p) -> None:
+        status = (f"pruned {p.pruned}  failed {p.failed}  reused {p.reused}  best "
+                  + (f"{p.best_ms:.4g} ms" if p.best_ms is not None else "-"))
+        if self._bar is None:
+            if p.phase != self._phase and not self.quiet:
+                print(f"{p.phase}: {status}", file=sys.stderr)
+            self._phase = p.phase
+            return
+        names = {"compile": "compiling variants", "nvcc": "nvcc + occupancy",
+                 "measure": "measuring", "done": "done"}
+        total = p.total if p.phase in ("measure", "done") else None
+        self._bar.update(self._task, description=names.get(p.phase, p.phase), total=total,
+                         completed=p.done, status=status)
+
+
+def _print_table(result, summary) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from polygpu.search.summary import variant_text
+
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    counts = result.counts()
+    console.print(f"{result.function} at {_params(result.params)} on "
+                  f"{result.environment.gpu_name}: strategy {result.strategy}, "
+                  + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+    if summary.peer_ms is not None:
+        console.print(f"{summary.peer_name}: {summary.peer_ms:.4g} ms in the same run")
+    elif summary.peer_note:
+        console.print(summary.peer_note)
+    table = Table(title=f"Top variants of {result.function}", title_justify="left")
+    for col in ("#", "variant", "ms", "GFLOP/s", "GB/s", "roofline", "× peer", "status"):
+        table.add_column(col, justify="left" if col in ("variant", "status") else "right",
+                         no_wrap=col != "variant")
+    for rank, row in enumerate(summary.rows[:TOP], 1):
+        table.add_row(str(rank), variant_text(row.candidate.variant),
+                      _f(row.time_ms, ".4g"), _f(row.gflops, ".1f"), _f(row.gbs, ".1f"),
+                      _f(row.fraction, ".1%"), _f(row.vs_peer, ".2f"), row.status)
+    console.print(table)
+
+
+def _f(x, fmt: str) -> str:
+    return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) \
+        else format(x, fmt)
+
+
+def _params(params) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+def _write_best(args, result, summary, out: Path):
+    from polygpu.output import compile_json, write_outputs
+    from polygpu.pipeline import compile_region
+
+    best = result.best
+    compiled = compile_region(args.file, args.function, best.variant, args.defines,
+                              args.include_dirs)
+    if compiled.program.source != result.programs.get(best.key, compiled.program).source:
+        raise PolygpuError("internal: the recompiled best variant differs from the tuned one")
+    description = compile_json(compiled, dict(result.params))
+    description["tuning"] = summary.best_json()
+    return write_outputs(out, compiled, description)
+
+
+def main_json(result, summary) -> str:  # pragma: no cover - debugging aid
+    return json.dumps(summary.best_json(), indent=2)

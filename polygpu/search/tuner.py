@@ -1,0 +1,445 @@
+"""The model-pruned empirical search (paper §6): compile, prune, time, keep the best.
+
+:func:`tune` runs the pipeline for one region and parameter set:
+
+1. **Space** (:mod:`polygpu.search.space`): the variants of the strategy's space.
+2. **Compile** every variant in parallel processes (isl tiling, memory placement, CUDA
+   text, and the fast traffic estimate of :func:`polygpu.memory.traffic.estimated_traffic`);
+   variants that generate identical code are measured once.
+3. **Prune** (strategy ``model`` only):
+
+   * *traffic*: drop structures whose modelled global loads and stores exceed the fewest
+     by more than ``traffic_slack`` percent (the paper's p);
+   * *occupancy*: nvcc compiles the survivors (in parallel, no GPU needed) and ptxas
+     reports registers and shared memory; with the target's limits (the device's, sm_90
+     without one) this gives resident warps per SM.  A variant's *concurrency* is the
+     fraction of the whole GPU's warp slots its launch can fill (resident warps per SM,
+     and no more blocks than the grid has).  Drop variants below ``min_concurrency``
+     (25 %) of the best concurrency among the candidates, and variants outside
+     {T, T/2, T/4} threads per block, T being the largest warp multiple the kernel's
+     registers allow.
+
+4. **Order and budget**: ``model`` times survivors by :func:`predicted_cost` (modelled
+   traffic, divided by how much of the bandwidth the launch's concurrency can draw);
+   ``exhaustive`` every variant in space order; ``random`` a seeded random order.  All
+   stop after ``budget`` timed candidates (measurements reused from the database do not
+   count) and rank by the same cost: the median time of a candidate that passed the
+   reference check, infinite otherwise.
+5. **Measure** through a :class:`~polygpu.search.measurement.Runner`; every result is
+   written to the tuning database as it arrives, and earlier results with the same key
+   (source, function, parameters, variant, GPU, toolkit, driver, polygpu version) are
+   reused instead of measured again.
+
+The padding of every survivor is Algorithm 2's choice (``Variant.padding = -1``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import multiprocessing
+import os
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+
+from polygpu.codegen.program import KernelProgram
+from polygpu.errors import PolygpuError
+from polygpu.schedule.tiling import Variant
+from polygpu.search.measurement import (
+    Environment,
+    Job,
+    Measurement,
+    Runner,
+    canonical,
+    source_hash,
+)
+from polygpu.search.occupancy import SM_90, Limits, occupancy
+from polygpu.search.space import SpaceOptions
+
+STRATEGIES = ("model", "exhaustive", "random")
+REGISTERS_PER_BLOCK = 65536
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    strategy: str = "model"
+    budget: int | None = None  # timed candidates at most (None: all the strategy keeps)
+    traffic_slack: float = 50.0  # p: percent above the fewest loads/stores kept
+    min_concurrency: float = 0.25  # of the best candidate's concurrency
+    seed: int = 0  # random strategy's order and the inputs' seed
+    space: SpaceOptions = field(default_factory=SpaceOptions)
+    jobs: int | None = None  # parallel compile processes (default: CPUs)
+    check_params: Mapping[str, int] | None = None  # reference check sizes (default: derived)
+    defines: tuple[str, ...] = ()
+    include_dirs: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.strategy not in STRATEGIES:
+            raise PolygpuError(f"--strategy {self.strategy}: one of {', '.join(STRATEGIES)}")
+        if self.budget is not None and self.budget < 1:
+            raise PolygpuError("--budget must be at least 1")
+        if self.traffic_slack < 0 or not 0 <= self.min_concurrency <= 1:
+            raise PolygpuError("--traffic-slack >= 0 and 0 <= --min-concurrency <= 1")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One variant and what the search learnt about it.
+
+    ``stage`` is where it stopped: ``timed`` (it has a measurement), ``reused`` (its
+    measurement came from the database), ``pruned-traffic``, ``pruned-occupancy``,
+    ``pruned-threads``, ``duplicate`` (same code as ``duplicate_of``), ``invalid``
+    (polygpu or nvcc could not compile it: ``reason``), ``budget`` (not reached)."""
+
+    key: str
+    variant: Variant
+    stage: str
+    reason: str = ""
+    traffic_bytes: int | None = None
+    shared_bytes: int = 0
+    threads: int = 0  # per block (the largest over the launches)
+    blocks: int = 0  # in the largest grid
+    registers: int | None = None
+    occupancy: float | None = None  # resident warps / maximum, per SM (worst launch)
+    concurrency: float | None = None  # fraction of the GPU's warp slots (worst launch)
+    duplicate_of: str = ""
+    measurement: Measurement | None = None
+
+    @property
+    def score(self) -> float:
+        return self.measurement.score if self.measurement else math.inf
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    spec: str
+    function: str
+    params: Mapping[str, int]
+    environment: Environment
+    strategy: str
+    options: TuneOptions
+    candidates: tuple[Candidate, ...]
+    programs: Mapping[str, KernelProgram]  # key -> code, for every compiled candidate
+    source_hash: str
+    function_option: str | None = None  # the function as the caller named it (or None)
+
+    @property
+    def measured(self) -> tuple[Candidate, ...]:
+        return tuple(c for c in self.candidates if c.measurement is not None)
+
+    @property
+    def ranking(self) -> tuple[Candidate, ...]:
+        """Measured candidates, best first (failures last)."""
+        return tuple(sorted(self.measured, key=lambda c: (c.score, c.key)))
+
+    @property
+    def best(self) -> Candidate | None:
+        ranked = self.ranking
+        return ranked[0] if ranked and math.isfinite(ranked[0].score) else None
+
+    def counts(self) -> dict[str, int]:
+        result: dict[str, int] = {}
+        for c in self.candidates:
+            stage = c.stage
+            if c.measurement is not None and c.measurement.status != "ok":
+                stage = "failed"
+            result[stage] = result.get(stage, 0) + 1
+        return result
+
+
+@dataclass
+class Progress:
+    """What a progress display shows; the tuner updates it and calls back."""
+
+    phase: str = "compile"
+    total: int = 0  # candidates to time
+    done: int = 0
+    pruned: int = 0
+    failed: int = 0
+    reused: int = 0
+    best_ms: float | None = None
+    best_key: str = ""
+
+
+# ----------------------------------------------------------------------------- compile
+
+
+@lru_cache(maxsize=4)
+def _prepared(spec, function, defines, include_dirs):
+    from polygpu.pipeline import prepare
+
+    return prepare(spec, function, defines, include_dirs)
+
+
+def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
+                 include_dirs: tuple[str, ...], variant_json: str,
+                 params: Mapping[str, int]) -> dict:
+    """Worker: one variant -> its program and model numbers (picklable), or the error."""
+    from polygpu.memory.traffic import estimated_traffic
+    from polygpu.pipeline import compile_variant
+    from polygpu.runtime import grid
+
+    try:
+        prepared = _prepared(spec, function, defines, include_dirs)
+        c = compile_variant(prepared, Variant.from_json(variant_json))
+        traffic = sum(t.bytes for launch, k in zip(c.program.launches, c.kernels, strict=True)
+                      for t in estimated_traffic(c.analysis.scop, k, launch.kernel,
+                                                 dict(params), c.memory))
+        blocks = [math.prod(grid.evaluate(e, params) for e in launch.grid)
+                  for launch in c.program.launches]
+        return {"program": c.program, "traffic": traffic, "blocks": blocks,
+                "function": c.program.function}
+    except PolygpuError as e:
+        return {"error": str(e).splitlines()[0]}
+    except Exception as e:  # a polygpu bug on one variant must not end the search
+        return {"error": f"internal error: {type(e).__name__}: {e}"}
+
+
+def _compile_all(spec, function, options: TuneOptions, variants: Sequence[Variant],
+                 params: Mapping[str, int]) -> list[dict]:
+    texts = [canonical(v.to_json()) for v in variants]
+    args = (spec, function, tuple(options.defines), tuple(options.include_dirs))
+    workers = max(1, min(options.jobs or os.cpu_count() or 1, len(texts)))
+    if workers > 1 and len(texts) >= 8:
+        ctx = multiprocessing.get_context("spawn")
+        try:
+            with concurrent.futures.ProcessPoolExecutor(max_workers=workers,
+                                                        mp_context=ctx) as pool:
+                futures = [pool.submit(_compile_one, *args, t, dict(params)) for t in texts]
+                return [f.result() for f in futures]
+        except concurrent.futures.process.BrokenProcessPool:
+            pass  # e.g. a __main__ that cannot be re-imported: compile here instead
+    return [_compile_one(*args, t, dict(params)) for t in texts]
+
+
+# ------------------------------------------------------------------------------- prune
+
+
+def register_limited_threads(registers: int, limits: Limits = SM_90) -> int:
+    """T: the most threads per block (a warp multiple, <= 1024) that ``registers`` per
+    thread allow, registers being allocated per warp in units of 256."""
+    per_warp = -(-max(registers, 1) * limits.warp_size // limits.register_unit) \
+        * limits.register_unit
+    warps = min(REGISTERS_PER_BLOCK // per_warp, 1024 // limits.warp_size)
+    return warps * limits.warp_size
+
+
+def concurrency(threads: int, registers: int, shared: int, blocks: int, sms: int,
+                limits: Limits = SM_90) -> tuple[float, float]:
+    """(occupancy per SM, fraction of the GPU's warp slots a grid of ``blocks`` fills).
+
+    The second counts only the blocks that can be resident at once, and a grid of fewer
+    blocks than SMs leaves SMs idle: 8 blocks of 1024 threads fill 8 SMs, not 4 % of
+    every SM."""
+    occ = occupancy(threads, registers, shared, limits)
+    if occ.blocks_per_sm == 0:
+        return 0.0, 0.0
+    warps = -(-threads // limits.warp_size)
+    resident = min(blocks, occ.blocks_per_sm * sms) * warps
+    return occ.fraction, resident / (sms * limits.max_threads_per_sm // limits.warp_size)
+
+
+def active_sms(blocks: int, sms: int) -> float:
+    """The fraction of SMs a grid of ``blocks`` gives work to."""
+    return min(1.0, blocks / sms)
+
+
+SATURATION = 0.25  # concurrency from which memory-level parallelism stops helping
+
+
+def predicted_cost(c: Candidate, sms: int = SM_90.multiprocessors) -> float:
+    """The model's order for timing (a budget times the most promising first): modelled
+    traffic over the bandwidth the launch can draw.  That grows with the SMs the grid
+    occupies and, on each, with concurrency until about a quarter of the warp slots are
+    busy (enough loads in flight to cover DRAM latency).  Only an order: the times
+    decide."""
+    drawn = active_sms(c.blocks or 1, sms) * min(
+        1.0, max(c.concurrency or 0.0, 1e-6) / SATURATION)
+    return c.traffic_bytes / max(drawn, 1e-9)
+
+
+def check_parameters(params: Mapping[str, int], variant: Variant) -> dict[str, int]:
+    """Sizes of the reference check: each parameter at most two block tiles plus an odd
+    remainder (so full tiles, partial tiles and the time tile's remainder all run), and
+    never more than the timed size."""
+    span = max(max(variant.tile), variant.time_tile or 1)
+    cap = 2 * span + 19
+    return {k: min(v, cap) for k, v in params.items()}
+
+
+# ---------------------------------------------------------------------------------- run
+
+
+def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
+         function: str | None = None, options: TuneOptions = TuneOptions(),
+         database=None, limits: Limits | None = None,
+         arch: str | None = None,
+         progress: Callable[[Progress], None] | None = None) -> TuneResult:
+    """Search the variants of ``spec``'s region at ``params`` (see the module doc)."""
+    from polygpu.search import space as space_
+
+    prepared = _prepared(spec, function, tuple(options.defines), tuple(options.include_dirs))
+    scop = prepared.analysis.scop
+    missing = [p for p in scop.parameters if p not in params]
+    if missing:
+        raise PolygpuError(f"tune needs a value for {', '.join(missing)} "
+                           f"(e.g. -p {missing[0]}=4096)", scop.loc)
+    limits = limits or SM_90
+    arch = arch or limits.arch
+    env = runner.environment()
+    state = Progress()
+    notify = progress or (lambda _p: None)
+
+    variants = space_.space(prepared, params, options.space)
+    if not variants:
+        raise PolygpuError(f"{scop.function}: the search space is empty")
+    notify(state)
+    compiled = _compile_all(spec, function, options, variants, params)
+
+    candidates: dict[str, Candidate] = {}
+    programs: dict[str, KernelProgram] = {}
+    seen: dict[tuple, str] = {}
+    for v, c in zip(variants, compiled, strict=True):
+        key = canonical(v.to_json())
+        if "error" in c:
+            candidates[key] = Candidate(key, v, "invalid", reason=c["error"])
+            continue
+        program = c["program"]
+        identity = (program.source, program.launches)
+        launches = program.launches
+        cand = Candidate(key, v, "kept", traffic_bytes=c["traffic"],
+                         shared_bytes=max(la.shared_bytes for la in launches),
+                         threads=max(math.prod(la.block) for la in launches),
+                         blocks=max(c["blocks"]))
+        if identity in seen:
+            cand = replace(cand, stage="duplicate", duplicate_of=seen[identity])
+        else:
+            seen[identity] = key
+            programs[key] = program
+        candidates[key] = cand
+    function_name = next((p.function for p in programs.values()), scop.function)
+    digest = source_hash(_region_text(spec, prepared))
+
+    kept = [c for c in candidates.values() if c.stage == "kept"]
+    if options.strategy == "model" and kept:
+        least = min(c.traffic_bytes for c in kept)
+        bound = least * (1 + options.traffic_slack / 100)
+        for c in kept:
+            if c.traffic_bytes > bound:
+                candidates[c.key] = replace(c, stage="pruned-traffic", reason=(
+                    f"{c.traffic_bytes:,} bytes modelled, more than {options.traffic_slack:g}%"
+                    f" above the fewest ({least:,})"))
+        kept = [c for c in candidates.values() if c.stage == "kept"]
+
+    # nvcc for every kept candidate, in parallel: resources (occupancy) and the binary
+    from polygpu.search.runner import compile_cubins
+
+    cubins: dict[str, bytes] = {}
+    state.phase = "nvcc"
+    notify(state)
+    built = compile_cubins([programs[c.key] for c in kept], arch, jobs=options.jobs)
+    for c, b in zip(kept, built, strict=True):
+        if isinstance(b, Exception):
+            candidates[c.key] = replace(c, stage="invalid",
+                                        reason=str(b).splitlines()[0] if str(b) else repr(b))
+            continue
+        cubins[c.key] = b.binary
+        program = programs[c.key]
+        regs, occ, conc = 0, math.inf, math.inf
+        for launch, blocks in zip(program.launches, _grid_sizes(program, params),
+                                  strict=True):
+            res = b.resources.get(launch.kernel)
+            r = res.registers if res else 0
+            smem = launch.shared_bytes + (res.shared_static if res else 0)
+            o, k = concurrency(math.prod(launch.block), r, smem, blocks,
+                                  limits.multiprocessors, limits)
+            regs, occ, conc = max(regs, r), min(occ, o), min(conc, k)
+        candidates[c.key] = replace(c, registers=regs, occupancy=occ, concurrency=conc)
+    kept = [c for c in candidates.values() if c.stage == "kept"]
+
+    if options.strategy == "model" and kept:
+        widest = max(c.threads for c in kept)  # the space's own largest block
+        for c in kept:
+            t = min(register_limited_threads(c.registers or 1, limits), widest)
+            if c.threads > t or c.threads < t // 4:
+                candidates[c.key] = replace(c, stage="pruned-threads", reason=(
+                    f"{c.threads} threads per block, outside {{T, T/2, T/4}} for "
+                    f"T = {t} ({c.registers} registers per thread)"))
+        kept = [c for c in candidates.values() if c.stage == "kept"]
+        best_conc = max((c.concurrency for c in kept), default=0.0)
+        for c in kept:
+            if c.concurrency < options.min_concurrency * best_conc:
+                candidates[c.key] = replace(c, stage="pruned-occupancy", reason=(
+                    f"concurrency {c.concurrency:.1%} (occupancy {c.occupancy:.0%}), below "
+                    f"{options.min_concurrency:.0%} of the best ({best_conc:.1%})"))
+        kept = [c for c in candidates.values() if c.stage == "kept"]
+        kept.sort(key=lambda c: (predicted_cost(c, limits.multiprocessors), c.key))
+    elif options.strategy == "random":
+        random.Random(options.seed).shuffle(kept)
+
+    state.pruned = sum(1 for c in candidates.values() if c.stage.startswith("pruned"))
+    state.phase = "measure"
+    state.total = len(kept) if options.budget is None else min(len(kept), options.budget)
+    notify(state)
+
+    recorded = database.lookup(digest, function_name, params, env) if database else {}
+    timed = 0
+    for c in kept:
+        if c.key in recorded:
+            m = recorded[c.key]
+            candidates[c.key] = replace(c, stage="reused", measurement=m)
+            state.reused += 1
+        elif options.budget is not None and timed >= options.budget:
+            candidates[c.key] = replace(c, stage="budget",
+                                        reason=f"the budget of {options.budget} was spent")
+            continue
+        else:
+            job = Job(key=c.key, spec=spec, function=function, program=programs[c.key],
+                      params=dict(params), check_params=_check_params(options, params,
+                                                                      c.variant),
+                      defines=tuple(options.defines),
+                      include_dirs=tuple(options.include_dirs), cubin=cubins.get(c.key),
+                      arch=arch, seed=options.seed)
+            m = runner.measure(job)
+            timed += 1
+            if database is not None:
+                database.record(spec=spec, function=function_name, source_hash=digest,
+                                params=params, env=env, m=m)
+            candidates[c.key] = replace(c, stage="timed", measurement=m)
+        state.done += 1
+        m = candidates[c.key].measurement
+        if m.status != "ok":
+            state.failed += 1
+        elif state.best_ms is None or m.time_ms < state.best_ms:
+            state.best_ms, state.best_key = m.time_ms, c.key
+        notify(state)
+    state.phase = "done"
+    notify(state)
+    return TuneResult(spec, function_name, dict(params), env, options.strategy, options,
+                      tuple(candidates.values()), programs, digest, function)
+
+
+def _check_params(options: TuneOptions, params, variant) -> dict[str, int]:
+    if options.check_params is not None:
+        return dict(options.check_params)
+    return check_parameters(params, variant)
+
+
+def _grid_sizes(program: KernelProgram, params: Mapping[str, int]) -> list[int]:
+    from polygpu.runtime import grid
+
+    return [math.prod(grid.evaluate(e, params) for e in launch.grid)
+            for launch in program.launches]
+
+
+def _region_text(spec: str, prepared) -> str:
+    """What identifies the region in the database: the file's text (the function is a
+    separate key), so any edit invalidates old times."""
+    path = spec.split(":")[0] if not os.path.exists(spec) else spec
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError:
+        return str(prepared.analysis.scop.domain)

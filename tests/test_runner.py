@@ -1,0 +1,194 @@
+"""The runners: a candidate that is wrong, crashes, hangs or does not compile is isolated in
+its child process, reported with its reason, and the search goes on; replayed records.
+
+Everything runs on the CPU emulator (no GPU in CI); the GPU path shares the child process,
+the statuses and the rotation count tested here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from polygpu.pipeline import compile_region
+from polygpu.schedule.tiling import Variant
+from polygpu.search.measurement import Environment, Job, Measurement, canonical
+from polygpu.search.runner import (
+    MAX_ROTATIONS,
+    Cubin,
+    ProcessRunner,
+    ReplayRunner,
+    _arch_matches,
+    _cuda_text,
+    compile_cubins,
+    rotations,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+MV = str(ROOT / "kernels" / "mv.c")
+TIMEOUT_S = 8.0
+# one thread per row, no staging: short code that is easy to break on purpose
+VARIANT = Variant(tile=(32,), threads=(32,), shared=False, registers=False)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _cache(tmp_path_factory):
+    """A private build cache (inherited by the children), so no test depends on an earlier
+    run's libraries."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("POLYGPU_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def job() -> Job:
+    program = compile_region(MV, variant=VARIANT).program
+    return Job(canonical(VARIANT.to_json()), MV, None, program, {"n": 61}, {"n": 37}, seed=7)
+
+
+@pytest.fixture(scope="module")
+def runner() -> ProcessRunner:
+    return ProcessRunner("cpu", timeout_s=TIMEOUT_S, repeats=3, warmup=1)
+
+
+def broken(job: Job, key: str, old: str, new: str) -> Job:
+    """``job`` with ``old`` replaced by ``new`` in its kernel source."""
+    assert old in job.program.source
+    program = dataclasses.replace(job.program, source=job.program.source.replace(old, new))
+    return dataclasses.replace(job, key=key, program=program)
+
+
+def in_kernel(job: Job, key: str, code: str) -> Job:
+    """``job`` with ``code`` run by every thread at the start of the kernel."""
+    anchor = "const int tx = threadIdx.x;"
+    return broken(job, key, anchor, f"{anchor}\n  {code}")
+
+
+def test_good_candidate_is_ok_and_timed(runner, job):
+    m = runner.measure(job)
+    assert m.status == "ok", m.reason
+    assert m.time_ms > 0 and len(m.times_ms) == 3 and m.score == m.time_ms
+    assert m.check.endswith("ok") or ": ok" in m.check
+    assert m.extra["timer"] == "cpu-wallclock" and m.extra["rotations"] == 1
+    assert m.extra["check_error"] <= m.extra["check_threshold"]
+
+
+def test_broken_candidates_are_isolated_and_reported(runner, job):
+    # a write far out of bounds: the child dies of SIGSEGV (or, should the address be
+    # mapped, the check sees the damage); either way it is reported, not raised
+    far = runner.measure(in_kernel(job, "far", "x[1 << 28] = 1.0f;"))
+    assert far.status in ("crash", "wrong"), far
+    assert far.reason and far.score == float("inf")
+    if far.status == "crash":
+        assert "SIG" in far.reason
+
+    # a write just past the end lands in the check's red zone
+    near = runner.measure(in_kernel(job, "near", "if (tx == 0) x[n + 5] = 1.0f;"))
+    assert near.status == "wrong" and "outside the array" in near.reason
+
+    # a wrong result
+    wrong = runner.measure(broken(job, "wrong", "] * y[", "] + y["))
+    assert wrong.status == "wrong" and "WRONG" in wrong.reason and wrong.time_ms is None
+
+    # source that does not compile: the compiler's first lines
+    bad = runner.measure(in_kernel(job, "cerr", "this is not cuda;"))
+    assert bad.status == "compile-error" and "error" in bad.reason
+
+    # a kernel that never returns: killed at the timeout (volatile, so the compiler keeps
+    # the loop)
+    start = time.monotonic()
+    hung = runner.measure(in_kernel(job, "hang", "volatile int spin = 1; while (spin) {}"))
+    elapsed = time.monotonic() - start
+    assert hung.status == "timeout", hung
+    assert f"{TIMEOUT_S:g} s" in hung.reason
+    assert TIMEOUT_S <= elapsed < TIMEOUT_S + 5
+
+    # ... and the search goes on: the same runner still measures a good candidate
+    again = runner.measure(job)
+    assert again.status == "ok" and again.time_ms > 0
+
+
+def test_bad_job_is_an_error_not_an_exception(runner, job):
+    m = runner.measure(dataclasses.replace(job, key="bad-params", params={"m": 5}))
+    assert m.status == "error" and "parameter" in m.reason
+
+
+def test_cpu_rotation_copies_buffers(job):
+    # 61x61 + 2x61 floats = 15372 bytes; a pretend 64 KB L2 asks for ceil(131072/15372) = 9
+    m = ProcessRunner("cpu", timeout_s=30, repeats=2, warmup=0, l2_bytes=64 * 1024).measure(job)
+    assert m.status == "ok", m.reason
+    assert m.extra["bytes"] == 15372 and m.extra["rotations"] == 9
+
+
+def test_rotations():
+    assert rotations(10 << 20, 50 << 20) == 10  # 10 MB in a 50 MB L2: 100 MB over 10 copies
+    assert rotations(30 << 20, 50 << 20) == 4  # ceil(100 / 30)
+    assert rotations(60 << 20, 50 << 20) == 2  # above L2, still below 2 L2
+    assert rotations(100 << 20, 50 << 20) == 1  # twice L2: nothing to rotate
+    assert rotations(1000, 50 << 20) == MAX_ROTATIONS  # capped
+    assert rotations(0, 50 << 20) == MAX_ROTATIONS
+    assert rotations(1000, 0) == 1  # no L2 known
+    for total in (1, 1000, 3 << 20, 17 << 20, 49 << 20, 99 << 20):
+        k = rotations(total, 50 << 20, cap=10**9)
+        assert (k - 1) * total >= 50 << 20  # the other copies evict one L2 in between
+
+
+def test_cubin_arch_and_version_text():
+    assert _arch_matches("sm_90", 9, 0) and _arch_matches("sm_90a", 9, 0)
+    assert not _arch_matches("sm_80", 9, 0) and not _arch_matches("", 9, 0)
+    assert not _arch_matches("sm_900", 9, 0)
+    assert _cuda_text((12, 4, 0)) == "12.4" and _cuda_text(12040) == "12.4"
+    assert _cuda_text(13000) == "13.0"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pycuda") is not None, reason="PyCUDA installed")
+def test_gpu_backend_without_pycuda_is_reported(job):
+    m = ProcessRunner("gpu", timeout_s=30).measure(job)
+    assert m.status == "error" and "GpuUnavailableError" in m.reason
+
+
+def test_environment_cpu():
+    env = ProcessRunner("cpu").environment()
+    assert env.gpu_name == "cpu-emulator" and env.compute_capability == ""
+    assert env.driver_version == "" and env.polygpu_version
+
+
+def test_replay_round_trip(tmp_path, job):
+    env = Environment("NVIDIA H100 80GB HBM3", "9.0", "13.0", "580.65", "0.1.0")
+    records = [
+        Measurement(job.key, "ok", 0.125, (0.12, 0.125, 0.13), check="ok",
+                    extra={"rotations": 9, "device": "NVIDIA H100 80GB HBM3"}),
+        Measurement("hang", "timeout", reason="no result after 60 s"),
+        Measurement("wrong", "wrong", reason="x: WRONG", extra={"check_error": float("inf")}),
+    ]
+    path = tmp_path / "replay.json"
+    ReplayRunner.save(path, records, env)
+    loaded, loaded_env = ReplayRunner.load(path)
+    assert loaded_env == env and list(loaded.values()) == records
+
+    replay = ReplayRunner(path)
+    assert replay.environment() == env
+    assert replay.measure(job) == records[0]
+    assert replay.measure(dataclasses.replace(job, key="hang")).score == float("inf")
+    unknown = replay.measure(dataclasses.replace(job, key="never"))
+    assert unknown.status == "error" and unknown.reason == "no recorded measurement"
+    replay.measure(job)
+    assert replay.calls[job.key] == 2 and sum(replay.calls.values()) == 4
+
+    with pytest.raises(TypeError):
+        ReplayRunner({})
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_compile_cubins_in_parallel(job):
+    bad = dataclasses.replace(job.program, source=job.program.source + "\nnot cuda;\n")
+    good, failed = compile_cubins([job.program, bad], "sm_90", jobs=2)
+    assert isinstance(good, Cubin) and good.binary.startswith(b"\x7fELF")
+    assert good.resources["mv_kernel0"].registers > 0
+    assert isinstance(failed, Exception) and "error" in str(failed)

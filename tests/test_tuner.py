@@ -1,0 +1,276 @@
+"""The search without a GPU: strategies, pruning, budget, database reuse and a kill in the
+middle of a run, driven by deterministic fake runners and the replay runner."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from polygpu.cli import main
+from polygpu.schedule.tiling import Variant
+from polygpu.search.database import TuningDatabase
+from polygpu.search.measurement import Environment, Measurement
+from polygpu.search.occupancy import SM_90
+from polygpu.search.runner import ReplayRunner
+from polygpu.search.space import SpaceOptions
+from polygpu.search.tuner import (
+    Candidate,
+    TuneOptions,
+    check_parameters,
+    concurrency,
+    predicted_cost,
+    register_limited_threads,
+    tune,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+MV = str(ROOT / "kernels" / "mv.c")
+PARAMS = {"n": 256}
+SMALL = SpaceOptions(thread_totals=(256, 128, 64), factors=(1, 2), time_tiles=(16, 32),
+                     unrolls=(1,), blocked=(False,))
+ENV = Environment("Fake GPU", "9.0", "13.0", "580", "0.1.0")
+
+pytestmark = pytest.mark.skipif(not __import__("shutil").which("nvcc"),
+                                reason="the search compiles candidates with nvcc")
+
+
+def fake_time(key: str) -> float:
+    """A deterministic 'time' with a unique minimum: favours 128 threads and tile 256."""
+    v = Variant.from_json(key)
+    return 1.0 + abs(v.threads[-1] - 128) / 64 + abs(v.tile[-1] - 256) / 256 \
+        + v.time_tile / 1000 + 0.5 * (not v.shared) + 0.1 * v.candidate
+
+
+class FakeRunner:
+    """Times by formula; the fastest-looking variant computes a wrong result."""
+
+    def __init__(self, wrong: str | None = None, delay: float = 0.0):
+        self.calls: list[str] = []
+        self.wrong = wrong
+        self.delay = delay
+
+    def environment(self) -> Environment:
+        return ENV
+
+    def measure(self, job) -> Measurement:
+        self.calls.append(job.key)
+        assert job.program.source and job.cubin, "the runner gets code and a binary"
+        assert all(job.check_params[k] <= job.params[k] for k in job.params)
+        time.sleep(self.delay)
+        if job.key == self.wrong:
+            return Measurement(job.key, "wrong", reason="x[3]: got 1, expected 2")
+        return Measurement(job.key, "ok", time_ms=fake_time(job.key), times_ms=(1.0,))
+
+
+def _tune(runner, **kw):
+    db = kw.pop("database", None)
+    return tune(MV, PARAMS, runner, options=TuneOptions(space=SMALL, jobs=4, **kw),
+                database=db)
+
+
+@pytest.fixture(scope="module")
+def exhaustive():
+    runner = FakeRunner()
+    return _tune(runner, strategy="exhaustive"), runner
+
+
+def test_exhaustive_times_every_distinct_valid_candidate(exhaustive):
+    result, runner = exhaustive
+    stages = {c.stage for c in result.candidates}
+    assert stages <= {"timed", "duplicate", "invalid"}
+    timed = [c.key for c in result.candidates if c.stage == "timed"]
+    assert sorted(timed) == sorted(runner.calls) and len(set(timed)) == len(timed) > 10
+    # a duplicate points at a timed candidate that generated the same code
+    for c in result.candidates:
+        if c.stage == "duplicate":
+            assert c.duplicate_of in timed
+            assert result.programs[c.duplicate_of].source
+    best = min(timed, key=fake_time)
+    assert result.best.key == best
+    assert result.best.measurement.time_ms == fake_time(best)
+
+
+def test_model_prunes_and_lands_near_exhaustive(exhaustive):
+    full, _ = exhaustive
+    runner = FakeRunner()
+    result = _tune(runner, strategy="model")
+    counts = result.counts()
+    pruned = sum(v for k, v in counts.items() if k.startswith("pruned"))
+    assert pruned > 0 and len(runner.calls) < len(full.measured)
+    assert set(runner.calls) <= {c.key for c in full.measured}
+    for c in result.candidates:
+        if c.stage == "pruned-traffic":
+            least = min(x.traffic_bytes for x in result.candidates
+                        if x.traffic_bytes is not None and x.stage != "invalid")
+            assert c.traffic_bytes > 1.5 * least
+        if c.stage == "pruned-occupancy":
+            assert c.concurrency < 0.25 * max(x.concurrency or 0 for x in result.candidates)
+    # every timed candidate passed the occupancy rule and had ptxas numbers
+    for c in result.candidates:
+        if c.stage == "timed":
+            assert c.registers and c.registers > 0 and 0 < c.occupancy <= 1
+
+
+def test_slack_zero_keeps_only_the_least_traffic():
+    runner = FakeRunner()
+    result = _tune(runner, strategy="model", traffic_slack=0.0)
+    kept = [c for c in result.candidates if c.traffic_bytes is not None
+            and c.stage not in ("pruned-traffic", "duplicate", "invalid")]
+    least = min(c.traffic_bytes for c in result.candidates if c.traffic_bytes is not None
+                and c.stage != "invalid")
+    assert kept and all(c.traffic_bytes == least for c in kept)
+
+
+def test_random_strategy_is_seeded_and_budgeted():
+    a, b, c = FakeRunner(), FakeRunner(), FakeRunner()
+    ra = _tune(a, strategy="random", budget=4, seed=7)
+    _tune(b, strategy="random", budget=4, seed=7)
+    _tune(c, strategy="random", budget=4, seed=8)
+    assert len(a.calls) == 4 and a.calls == b.calls and a.calls != c.calls
+    assert sum(1 for x in ra.candidates if x.stage == "budget") > 0
+    assert ra.best.key == min(a.calls, key=fake_time)
+
+
+def test_a_wrong_candidate_never_wins(exhaustive):
+    full, _ = exhaustive
+    fastest = full.best.key
+    runner = FakeRunner(wrong=fastest)
+    result = _tune(runner, strategy="exhaustive")
+    assert result.best.key != fastest
+    loser = next(c for c in result.candidates if c.key == fastest)
+    assert loser.measurement.status == "wrong" and math.isinf(loser.score)
+    assert result.counts()["failed"] == 1
+
+
+def test_database_reuse_and_budget(tmp_path):
+    path = tmp_path / "db.sqlite"
+    first = FakeRunner()
+    with TuningDatabase(path) as db:
+        r1 = _tune(first, strategy="model", budget=3, database=db)
+    assert len(first.calls) == 3
+    second = FakeRunner()
+    with TuningDatabase(path) as db:
+        r2 = _tune(second, strategy="model", budget=3, database=db)
+        assert db.count() == 6
+    # the three measured before are reused, three new ones are measured
+    assert len(second.calls) == 3 and not set(second.calls) & set(first.calls)
+    assert sum(1 for c in r2.candidates if c.stage == "reused") == 3
+    assert r2.best.score <= r1.best.score
+
+
+def test_replay_runner_drives_the_search(tmp_path, exhaustive):
+    full, _ = exhaustive
+    records = {c.key: c.measurement for c in full.measured}
+    replay_file = tmp_path / "replay.json"
+    ReplayRunner.save(replay_file, records, ENV)
+    replay = ReplayRunner(replay_file)
+    result = tune(MV, PARAMS, replay, options=TuneOptions(space=SMALL, strategy="model"))
+    assert result.best is not None
+    assert result.best.measurement == records[result.best.key]
+    assert sum(replay.calls.values()) == sum(1 for c in result.candidates
+                                             if c.stage == "timed")
+
+
+def _child_run(db_path: str) -> None:  # run in a child process by the kill test
+    runner = FakeRunner(delay=0.3)
+
+    def report(p):
+        print(f"done {p.done}", flush=True)
+
+    with TuningDatabase(db_path) as db:
+        tune(MV, PARAMS, runner, options=TuneOptions(space=SMALL, strategy="exhaustive",
+                                                     jobs=2), database=db, progress=report)
+
+
+def test_database_survives_a_kill_mid_run(tmp_path):
+    db_path = tmp_path / "db.sqlite"
+    code = f"from tests.test_tuner import _child_run; _child_run({str(db_path)!r})"
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 240
+    done = 0
+    while done < 5 and time.monotonic() < deadline:
+        line = child.stdout.readline()
+        if not line:
+            break
+        if line.startswith("done "):
+            done = int(line.split()[1])
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert done >= 5, "the child never got to measuring"
+    with TuningDatabase(db_path) as db:
+        assert db.count() >= done  # every result reported was already committed
+    # resume: what was measured is reused, the rest measured; nothing is measured twice
+    runner = FakeRunner()
+    with TuningDatabase(db_path) as db:
+        before = db.count()
+        result = _tune(runner, strategy="exhaustive", database=db)
+        assert db.count() == before + len(runner.calls)
+    reused = [c.key for c in result.candidates if c.stage == "reused"]
+    assert len(reused) == before and not set(reused) & set(runner.calls)
+    assert result.best.key == min((c.key for c in result.measured), key=fake_time)
+
+
+def test_cli_tune_with_replay_writes_the_best(tmp_path, exhaustive, capsys):
+    full, _ = exhaustive
+    replay = tmp_path / "replay.json"
+    ReplayRunner.save(replay, {c.key: c.measurement for c in full.measured}, ENV)
+    out = tmp_path / "out"
+    rc = main(["tune", MV, "-p", "n=256", "-o", str(out), "--replay", str(replay),
+               "--strategy", "exhaustive", "--no-db", "-q", "--jobs", "4"])
+    assert rc == 0
+    data = json.loads((out / "mv.json").read_text())
+    assert (out / "mv.cu").read_text().count("__global__") >= 1
+    assert data["tuning"]["time_ms"] > 0 and data["tuning"]["flops"] == 2 * 256 * 256
+    printed = capsys.readouterr().out
+    assert "Top variants of mv" in printed
+
+
+def test_cli_tune_writes_nothing_when_every_candidate_fails(tmp_path, exhaustive, capsys):
+    full, _ = exhaustive
+    replay = tmp_path / "replay.json"
+    failed = {c.key: Measurement(c.key, "crash", reason="killed by SIGSEGV")
+              for c in full.measured}
+    ReplayRunner.save(replay, failed, ENV)
+    out = tmp_path / "out"
+    rc = main(["tune", MV, "-p", "n=256", "-o", str(out), "--replay", str(replay),
+               "--no-db", "-q"])
+    assert rc == 1 and not out.exists()
+    assert "no candidate passed" in capsys.readouterr().err
+
+
+def test_tune_needs_every_parameter(capsys):
+    assert main(["tune", MV, "-o", "/nonexistent/out", "--no-db", "-q",
+                 "--backend", "cpu"]) == 2
+    assert "needs a value for n" in capsys.readouterr().err
+
+
+def test_register_limited_threads_and_concurrency():
+    assert register_limited_threads(32) == 1024  # 32 x 1024 = the whole register file
+    assert register_limited_threads(64) == 1024  # 64K per block: 1024 x 64 fits
+    assert register_limited_threads(65) == 896  # 72 per thread after rounding: 28 warps
+    assert register_limited_threads(255) == 256
+    # 256 threads, 32 registers, no shared memory: 8 blocks of 8 warps fill an SM
+    occ, conc = concurrency(256, 32, 0, blocks=10_000, sms=132, limits=SM_90)
+    assert occ == 1.0 and conc == 1.0
+    # a grid of 66 such blocks fills at most 66 * 8 of 132 * 64 warp slots
+    occ, conc = concurrency(256, 32, 0, blocks=66, sms=132, limits=SM_90)
+    assert occ == 1.0 and conc == pytest.approx(66 * 8 / (132 * 64))
+
+
+def test_predicted_cost_and_check_parameters():
+    v = Variant(tile=(4, 64), threads=(4, 32))
+    low = Candidate("a", v, "kept", traffic_bytes=1000, concurrency=0.05, blocks=500)
+    high = Candidate("b", v, "kept", traffic_bytes=1000, concurrency=0.5, blocks=500)
+    few = Candidate("c", v, "kept", traffic_bytes=1000, concurrency=0.5, blocks=33)
+    assert predicted_cost(low) == pytest.approx(5000) and predicted_cost(high) == 1000
+    assert predicted_cost(few, sms=132) == pytest.approx(4000)  # a quarter of the SMs
+    assert check_parameters({"n": 4096, "m": 10}, v) == {"n": 2 * 64 + 19, "m": 10}
