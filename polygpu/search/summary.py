@@ -10,7 +10,6 @@ gets its ratio ``peer time / candidate time`` (above 1: faster than cuBLAS).
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 from dataclasses import dataclass
 
@@ -125,6 +124,3 @@ def summarize(result: TuneResult, roofline: Roofline = H100, peer: bool = True) 
     return Summary(work, roofline, tuple(rows), peer_ms, name, note,
                    timing.to_json() if timing is not None else None)
 
-
-def finite(x) -> bool:
-    return x is not None and math.isfinite(x)

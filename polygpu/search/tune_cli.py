@@ -9,7 +9,6 @@ does, plus the tuning record) and optionally a report (``--report DIR``).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -220,6 +219,3 @@ def _write_best(args, result, summary, out: Path):
     description["tuning"] = summary.best_json()
     return write_outputs(out, compiled, description)
 
-
-def main_json(result, summary) -> str:  # pragma: no cover - debugging aid
-    return json.dumps(summary.best_json(), indent=2)
