@@ -64,29 +64,34 @@ def _tiles(kernel: TiledKernel, level: int) -> dict[str, isl.Map]:
     return tiles
 
 
+def _array_pairs(scop: Scop, kernel: TiledKernel, plan: MemoryPlan | None):
+    """Per array the kernel touches: ``{kind: { [tile..] -> a[..] }}`` (None for a kind
+    without references), the tile being the block (and, for an array staged in shared
+    memory, its tile-level coordinates)."""
+    buffers = plan.of_kernel(kernel.index) if plan else {}
+    for array in scop.arrays:
+        b = buffers.get(array.name)
+        blocks = _tiles(kernel, b.level if b is not None and b.space == "shared" else 0)
+        pairs = {"read": None, "write": None}
+        for acc in scop.accesses:
+            if acc.array != array.name or acc.statement not in blocks:
+                continue
+            part = blocks[acc.statement].reverse().apply_range(acc.relation)
+            pairs[acc.kind] = part if pairs[acc.kind] is None else pairs[acc.kind].union(part)
+        if pairs["read"] is not None or pairs["write"] is not None:
+            yield array, pairs
+
+
 def kernel_traffic(scop: Scop, kernel: TiledKernel, name: str,
                    params: dict[str, int], plan: MemoryPlan | None = None
                    ) -> tuple[Traffic, ...]:
     """Per array, the elements ``kernel`` loads and stores at the parameter values."""
-    buffers = plan.of_kernel(kernel.index) if plan else {}
     result = []
-    for array in scop.arrays:
-        b = buffers.get(array.name)
-        blocks = _tiles(kernel, b.level if b is not None and b.space == "shared" else 0)
-        footprints = {"read": None, "write": None}
-        for acc in scop.accesses:
-            if acc.array != array.name or acc.statement not in blocks:
-                continue
-            # { [tile..] -> a[..] } for this reference, as a set of pairs [tile.., a..]
-            pairs = blocks[acc.statement].reverse().apply_range(acc.relation)
-            pairs = pairs.wrap().flatten()
-            current = footprints[acc.kind]
-            footprints[acc.kind] = pairs if current is None else current.union(pairs)
-        if footprints["read"] is None and footprints["write"] is None:
-            continue
+    for array, pairs in _array_pairs(scop, kernel, plan):
+        # the (tile, element) pairs as one set [tile.., a..], counted
         loads, stores = (
-            _count(_fix_params(footprints[k], params)) if footprints[k] is not None else 0
-            for k in ("read", "write"))
+            _count(_fix_params(pairs[k].wrap().flatten(), params))
+            if pairs[k] is not None else 0 for k in ("read", "write"))
         result.append(Traffic(name, array.name, loads, stores, array.element_size))
     return tuple(result)
 
@@ -120,19 +125,8 @@ def estimated_traffic(scop: Scop, kernel: TiledKernel, name: str,
     triangular tilings polygpu makes, so the estimate differs from the exact count only
     by what partial tiles save: enough to rank structures (the pruning threshold is a
     percentage); ``analyze --traffic`` keeps the exact count."""
-    buffers = plan.of_kernel(kernel.index) if plan else {}
     result = []
-    for array in scop.arrays:
-        b = buffers.get(array.name)
-        blocks = _tiles(kernel, b.level if b is not None and b.space == "shared" else 0)
-        pairs = {"read": None, "write": None}
-        for acc in scop.accesses:
-            if acc.array != array.name or acc.statement not in blocks:
-                continue
-            part = blocks[acc.statement].reverse().apply_range(acc.relation)
-            pairs[acc.kind] = part if pairs[acc.kind] is None else pairs[acc.kind].union(part)
-        if pairs["read"] is None and pairs["write"] is None:
-            continue
+    for array, pairs in _array_pairs(scop, kernel, plan):
         counts = []
         for kind in ("read", "write"):
             rel = pairs[kind]

@@ -656,19 +656,6 @@ def _cublas_version() -> str:
 # --------------------------------------------------------------------------
 
 
-def _parse_params(items: Sequence[str]) -> dict[str, int]:
-    params = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        try:
-            if not sep or not name.isidentifier():
-                raise ValueError
-            params[name] = int(value)
-        except ValueError:
-            raise PolygpuError(f"-p {item}: expected NAME=INTEGER, e.g. -p n=4096") from None
-    return params
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     from polygpu.frontend import load
     from polygpu.model.build import build_scop
@@ -688,6 +675,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         scop = build_scop(load(args.spec, args.function, args.defines, args.include_dirs))
+        from polygpu.cli import _parse_params  # the CLI's -p NAME=VALUE rules
+
         params = _parse_params(args.params)
         calls = match_blas(scop)
         out: dict = {"calls": [c.describe(params if params else None) for c in calls]}

@@ -179,7 +179,6 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
     """Worker: one variant -> its program and model numbers (picklable), or the error."""
     from polygpu.memory.traffic import estimated_traffic
     from polygpu.pipeline import compile_variant
-    from polygpu.runtime import grid
 
     try:
         prepared = _prepared(spec, function, defines, include_dirs)
@@ -187,9 +186,8 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
         traffic = sum(t.bytes for launch, k in zip(c.program.launches, c.kernels, strict=True)
                       for t in estimated_traffic(c.analysis.scop, k, launch.kernel,
                                                  dict(params), c.memory))
-        blocks = [math.prod(grid.evaluate(e, params) for e in launch.grid)
-                  for launch in c.program.launches]
-        return {"program": c.program, "traffic": traffic, "blocks": blocks,
+        return {"program": c.program, "traffic": traffic,
+                "blocks": _grid_sizes(c.program, params),
                 "function": c.program.function}
     except PolygpuError as e:
         return {"error": str(e).splitlines()[0]}
