@@ -74,7 +74,7 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None) -> Compi
         raise PolygpuError(f"variant: candidate {variant.candidate} does not exist "
                            f"(the scheduler found {len(found)}: 0..{len(found) - 1})")
     tr = found[variant.candidate]
-    kernels = tile(an.scop, an.dependences, tr, variant)
+    kernels = tile(an.scop, an.dependences_with(tr.atomic), tr, variant)
     memory = plan_memory(an, tr, kernels, variant)
     comment = describe(tr, variant)
     return Compiled(prepared.spec, an, found, tr, variant, kernels,

@@ -1,8 +1,9 @@
 """The scheduler: Algorithm 1's outcomes on the paper's kernels (§4.3), kernel splitting,
 the fallbacks, and legality of every candidate (the isl prover is the judge).
 
-Golden outcomes: in mv no legal transformation coalesces ``a[i][j]`` (it goes through
-shared memory) and the best one maps ``i`` to threads with ``θ = j``; in tmv the same
+Golden outcomes: in mv no legal transformation without atomics coalesces ``a[i][j]``
+(it goes through shared memory) and the best one maps ``i`` to threads with ``θ = j``;
+with the reduction over ``j`` spread over threads (atomic) ``(i, j)`` coalesces it; in tmv the same
 mapping reads ``a[j][i]`` coalesced; mvt combines the two; in mm the threads are
 ``(i, j)`` with ``j`` innermost and ``θ = k``, coalescing ``b[k][j]`` and ``c[i][j]``.
 """
@@ -64,7 +65,7 @@ def _ref(an, statement: str, text: str) -> tuple[str, int]:
 def _assert_all_legal(an, result):
     assert result
     for tr in result:
-        prove_legal(an.dependences, transformation_schedule(tr))
+        prove_legal(an.dependences_with(tr.atomic), transformation_schedule(tr))
 
 
 # ---------------------------------------------------------------- the paper's kernels
@@ -75,8 +76,18 @@ def test_mv_a_is_never_coalesced(lang):
     an = _kernel("mv", lang)
     result = candidates(an)
     a = _ref(an, "S1", "a[i][j]")
-    assert all(a in tr.shared and a not in tr.coalesced for tr in result)
+    plain = [tr for tr in result if not tr.atomic]
+    assert plain and all(a in tr.shared and a not in tr.coalesced for tr in plain)
     best = result[0]
+    assert not best.atomic  # the paper's mapping stays the default
+    # spreading the reduction over threads: S1 on (i, j), j innermost, atomic; S0
+    # (x[i] = 0) must finish first, in a kernel of its own
+    (spread,) = [tr for tr in result if tr.atomic]
+    assert spread.atomic == ("S1",) and a in spread.coalesced
+    assert spread.kernel_of("S0") < spread.kernel_of("S1")
+    assert _maps(spread, "S1")[0].is_equal(isl.Map(
+        "[n] -> { S1[i, j] -> [i, j] : 0 <= i < n and 0 <= j < n }"))
+    assert spread.kernels[spread.kernel_of("S1")].reduction_dims == (1,)
     space, _ = _maps(best, "S1")
     assert space.is_equal(isl.Map("[n] -> { S1[i, j] -> [i] : 0 <= i < n and 0 <= j < n }"))
     assert _same_step(best, "S1").is_equal(
@@ -100,8 +111,14 @@ def test_tmv_reads_a_coalesced(lang):
 def test_mvt_coalesces_the_transposed_half(lang):
     an = _kernel("mvt", lang)
     result = candidates(an)
-    assert all(_ref(an, "S0", "a[i][j]") in tr.shared for tr in result)
+    assert all(_ref(an, "S0", "a[i][j]") in tr.shared for tr in result if not tr.atomic)
     assert _ref(an, "S1", "a[j][i]") in result[0].coalesced
+    # the first atomic candidate fuses both halves in one kernel on (i, j) / (j, i):
+    # every element of a is read once and feeds x1 and x2
+    fused = next(tr for tr in result if tr.atomic)
+    assert len(fused.kernels) == 1 and set(fused.atomic) == {"S0", "S1"}
+    assert _ref(an, "S0", "a[i][j]") in fused.coalesced
+    assert _ref(an, "S1", "a[j][i]") in fused.coalesced
 
 
 @LANGS
@@ -127,12 +144,21 @@ def test_every_candidate_is_legal(name, lang):
 
 
 def test_prover_rejects_threads_along_the_reduction():
-    """mv with S1's threads along j: the reduction into x[i] crosses threads."""
+    """mv with S1's threads along j: the reduction into x[i] crosses threads, which only
+    atomic combining makes legal -- and even then not with S0 (``x[i] = 0``) in the same
+    kernel, whose order against every update the relaxed dependences keep."""
     an = _kernel("mv", "c")
     s0, s1 = an.scop.statements
     bad = transformation(an, (algorithm1.kernel([s0, s1], [(0,), (1,)]),), "adjacency")
     with pytest.raises(LegalityError):
         prove_legal(an.dependences, transformation_schedule(bad))
+    with pytest.raises(LegalityError):
+        prove_legal(an.dependences_with(["S1"]), transformation_schedule(bad))
+    split = transformation(an, (algorithm1.kernel([s0], [(0,)]),
+                                algorithm1.kernel([s1], [(1,)])), "adjacency")
+    prove_legal(an.dependences_with(["S1"]), transformation_schedule(split))
+    with pytest.raises(LegalityError):
+        prove_legal(an.dependences, transformation_schedule(split))
 
 
 # ---------------------------------------------------------------- more structures

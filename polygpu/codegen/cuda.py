@@ -29,6 +29,7 @@ from polygpu.codegen.program import Argument, KernelProgram, Launch
 from polygpu.codegen.thread_ast import kernel_ast
 from polygpu.frontend import ir
 from polygpu.memory.placement import STATIC_SHARED_BYTES, MemoryPlan
+from polygpu.model import atomic
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import AXES, TiledKernel
 
@@ -40,7 +41,8 @@ class Emitter:
 
     def __init__(self, scop: Scop, unroll: int,
                  buffers: dict[str, tuple[BufferView, frozenset[str]]] | None = None,
-                 constants: frozenset[str] = frozenset(), user=None):
+                 constants: frozenset[str] = frozenset(), user=None,
+                 atomic: dict[str, str] | None = None):
         self.scop = scop
         self.unroll = unroll
         self.shapes = {a.name: a.shape_exprs for a in scop.program_arrays}
@@ -48,6 +50,8 @@ class Emitter:
         self.buffers = buffers or {}
         self.constants = constants
         self.user = user
+        # statements whose updates go to global memory atomically -> the add function
+        self.atomic = atomic or {}
         self.statements = frozenset(s.name for s in scop.statements)
 
     def node(self, n: isl.AstNode) -> list:
@@ -110,6 +114,10 @@ class Emitter:
         printer = Printer(self.shapes, self.temporaries, subst,
                           dtype if dtype.startswith("float") else "float64",
                           views, self.constants)
+        if name in self.atomic and target.array not in views:
+            text = printer.atomic_add(stmt.body, atomic.operand(stmt.body), _c_type(dtype),
+                                      self.atomic[name])
+            return cgen.Statement(text[:-1])
         return cgen.Statement(printer.assign(stmt.body)[:-1])
 
 
@@ -244,7 +252,8 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
                 body += staging.copy_loop(b, printer, kernel, scop, "in")
 
         def emitter(user, kernel=kernel, views=views):
-            return Emitter(scop, kernel.unroll, views, constants, user)
+            return Emitter(scop, kernel.unroll, views, constants, user,
+                           {s: staging.atomic_function(kernel, [s]) for s in kernel.atomic})
 
         if shared:
             body += staging.staged_body(scop, kernel, buffers, emitter, printer)

@@ -25,6 +25,27 @@ __device__ __forceinline__ double pg_floordiv(double a, double b) { return floor
 __device__ __forceinline__ float pg_mod(float a, float b) { return a - b * floorf(a / b); }
 __device__ __forceinline__ double pg_mod(double a, double b) { return a - b * floor(a / b); }
 #define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
+// atomic sums of partial results (polygpu.model.atomic).  pg_atomic_add_warp is for
+// updates whose address does not change along threadIdx.x: when the whole warp adds to
+// one address (checked: MATCH.ALL), it adds once, after a butterfly sum.
+template <typename T> __device__ __forceinline__ void pg_atomic_add(T *p, T v)
+{ atomicAdd(p, v); }
+template <typename T> __device__ __forceinline__ void pg_atomic_add_warp(T *p, T v)
+{
+#ifdef __CUDA_ARCH__
+  const unsigned active = __activemask();
+  int same = 0;
+  __match_all_sync(active, reinterpret_cast<unsigned long long>(p), &same);
+  if (active == 0xffffffffu && same) {
+    for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(active, v, d);
+    unsigned lane;
+    asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+    if (lane == 0) atomicAdd(p, v);
+    return;
+  }
+#endif
+  atomicAdd(p, v);
+}
 """
 
 
@@ -164,3 +185,8 @@ class Printer:
 
     def assign(self, s: ir.Assign) -> str:
         return f"{self.ref(s.target)} {s.op} {self.value(s.value)};"
+
+    def atomic_add(self, s: ir.Assign, operand: ir.Expr, ctype: str, function: str) -> str:
+        """The sum update ``s`` as an atomic addition of ``operand`` to its target in
+        global memory with ``function`` (:mod:`polygpu.model.atomic`)."""
+        return f"{function}(&{self.ref(s.target)}, ({ctype})({self.value(operand)}));"

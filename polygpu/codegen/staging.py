@@ -1,5 +1,9 @@
 """The body of a kernel whose data the memory stage staged in shared memory or registers.
 
+A register buffer of an atomic statement's target holds partial sums: its copy-in sets
+it to zero and its copy-out adds it to the array atomically (``pg_atomic_add``, or
+``pg_atomic_add_warp`` when a warp's lanes share the element).
+
 Shape of a staged kernel (``L`` = the deepest level of its shared buffers)::
 
     coordinates; register loads
@@ -116,6 +120,14 @@ def _element(buffer: Buffer, u: list[str]) -> list[str]:
     return out
 
 
+def atomic_function(kernel: TiledKernel, statements) -> str:
+    """The atomic add for updates of ``statements``: the warp-aggregating one when their
+    targets do not move along ``threadIdx.x`` and a warp spans x alone."""
+    if kernel.threads[0] % 32 == 0 and all(s in kernel.warp_uniform for s in statements):
+        return "pg_atomic_add_warp"
+    return "pg_atomic_add"
+
+
 def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
               direction: str) -> list:
     """Copy-in (``direction='in'``, global -> buffer, guarded by the read footprint) or
@@ -134,6 +146,10 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
     subs = _element(buffer, u)
     global_ref = f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
     move = f"{local} = {global_ref};" if direction == "in" else f"{global_ref} = {local};"
+    if buffer.atomic:  # partial sums: start from zero, add to the array atomically
+        add = atomic_function(kernel, [s for s in kernel.atomic
+                                       if scop.statement(s).writes[0].array == buffer.array])
+        move = f"{local} = 0;" if direction == "in" else f"{add}(&{global_ref}, {local});"
     body = cgen.Block([cgen.Line(move)]) if guard in ("1", "") else \
         cgen.Block([cgen.If(guard, cgen.Block([cgen.Line(move)]))])
     if buffer.space == "register":

@@ -15,6 +15,12 @@ The decision (paper §4.4-§4.5), per kernel and array, in this order:
    time loops), within the shared-memory budget; padded by Algorithm 2;
 4. **global** otherwise (coalesced where the transformation says so).
 
+The target of an *atomic* statement (a sum reduction whose reduction loop is a space
+dimension, :mod:`polygpu.model.atomic`) is never shared or constant: threads combine
+their partial sums in global memory with ``atomicAdd``.  Its register buffer holds a
+thread's partial sums -- zeroed, accumulated, then added atomically -- and exists only
+when every reference to the array in the kernel is such an update.
+
 All references to an array in a kernel go through its buffer, so the buffer is the only
 copy while the kernel runs.  Why the copies are exact: inside a kernel no dependence
 crosses threads or blocks (the tiled schedule was proven so), so a thread's registers
@@ -75,6 +81,8 @@ class Buffer:
     # the statements whose references use the buffer (the others read the array in
     # global memory: only for arrays the kernel does not write)
     statements: frozenset[str] = frozenset()
+    # a register buffer of partial sums: starts at zero, copied out with atomicAdd
+    atomic: bool = False
 
     @property
     def element_size(self) -> int:
@@ -97,6 +105,8 @@ class Buffer:
             "copy_in": self.reads is not None, "copy_out": self.writes is not None,
             "statements": sorted(self.statements),
         }
+        if self.atomic:
+            out["combine"] = "atomicAdd"
         if self.decision is not None:
             out["padding_solver"] = {"degrees": self.decision.degrees,
                                      "costs": [round(c, 4) for c in self.decision.costs]}
@@ -238,6 +248,9 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
     users_of: dict[tuple[int, str], frozenset[str]] = {}  # statements using a shared buffer
     for kernel in kernels:
         budget = MAX_SHARED_BYTES
+        atomic_targets: dict[str, set[str]] = {}  # array -> its atomic statements
+        for name in kernel.atomic:
+            atomic_targets.setdefault(an.combinable[name].array, set()).add(name)
         for array in scop.arrays:
             if array.kind == "temporary":
                 continue
@@ -247,6 +260,10 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                 continue
             cands = {an.reuse_of(a.statement, a.ref).candidate for a in refs}
             key = (kernel.index, array.name)
+            atomic = array.name in atomic_targets
+            if atomic and not {a.statement for a in refs} <= atomic_targets[array.name]:
+                where[key] = ("global", "atomic updates and other references share it")
+                continue
             # 1. registers
             if variant.registers and "register" in cands:
                 reads = footprint(scop, kernel, array.name, "read", 0, threads=True)
@@ -258,11 +275,15 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                     buffers.append(Buffer(kernel.index, array.name, "register",
                                           f"{array.name}_reg", array.dtype, 0, box, 0,
                                           reads, writes,
-                                          statements=frozenset(kernel.statements)))
+                                          statements=frozenset(kernel.statements),
+                                          atomic=atomic))
                     where[key] = ("register", "")
                     continue
                 where[key] = ("global", "register reuse, but a thread's elements do not "
                               "fit a constant-indexed register tile (use jam)")
+            if atomic:
+                where.setdefault(key, ("global", "atomic updates combine in global memory"))
+                continue
             # 2. constant memory
             size = _constant_shape(an, array.name)
             if cands == {"constant"} and array.name not in written and size is not None \

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from polygpu.model.atomic import combinable, relaxed_dependences
 from polygpu.model.bounds import BoundsWarning, check_bounds
 from polygpu.model.dependences import Dependences, compute_dependences
 from polygpu.model.parallelism import (
@@ -30,6 +31,14 @@ class Analysis:
     loops: tuple[LoopParallelism, ...]
     reuse: tuple[ReuseInfo, ...]
     warnings: tuple[BoundsWarning, ...]
+    # sum reductions whose reduction loops may be parallel with atomic combining
+    # (statement -> reduction; :mod:`polygpu.model.atomic`)
+    combinable: dict[str, Reduction]
+
+    def dependences_with(self, atomic) -> Dependences:
+        """The dependences a schedule must respect when the statements ``atomic``
+        combine their updates atomically (none: the exact dependences)."""
+        return relaxed_dependences(self.scop, self.dependences, self.combinable, atomic)
 
     def reuse_of(self, statement: str, ref: int) -> ReuseInfo:
         for r in self.reuse:
@@ -49,4 +58,5 @@ def analyze(scop: Scop) -> Analysis:
         loops=loops,
         reuse=analyze_reuse(scop, loops),
         warnings=check_bounds(scop),
+        combinable=combinable(scop, reductions),
     )

@@ -56,6 +56,7 @@ import islpy as isl
 
 from polygpu.model.analysis import Analysis
 from polygpu.model.dependences import Dependence, Dependences
+from polygpu.model.parallelism import invariant_iterators, involved_iterators
 from polygpu.model.scop import Statement
 from polygpu.schedule.adjacency import adjacent_pairs, is_coalesced, transformation
 from polygpu.schedule.legality import transformation_schedule, violations
@@ -104,17 +105,30 @@ def time_map(stmt: Statement, choice: Choice) -> isl.Map:
     return stmt.schedule.apply_range(_selector(width, dims))
 
 
-def kernel(stmts: list[Statement], choices: list[Choice]) -> KernelSchedule:
-    """One kernel of statements sharing ``n_space``, each with its unit-vector maps."""
+def kernel(stmts: list[Statement], choices: list[Choice],
+           reduction: dict[str, frozenset[int]] | None = None) -> KernelSchedule:
+    """One kernel of statements sharing ``n_space``, each with its unit-vector maps.
+    ``reduction`` gives, per statement, the iterators that may be space dimensions only
+    with atomic combining; a statement whose choice uses one is atomic."""
+    reduction = reduction or {}
     space = time = None
+    atomic, reduction_dims, uniform = [], set(), []
     for stmt, choice in zip(stmts, choices, strict=True):
         s = isl.UnionMap.from_map(space_map(stmt, choice))
         t = isl.UnionMap.from_map(time_map(stmt, choice))
         space = s if space is None else space.union(s)
         time = t if time is None else time.union(t)
+        dims = {d for d, k in enumerate(choice) if k in reduction.get(stmt.name, ())}
+        if dims:
+            atomic.append(stmt.name)
+            reduction_dims |= dims
+            if stmt.iterators[choice[-1]] in invariant_iterators(stmt.writes[0], stmt):
+                uniform.append(stmt.name)
     return KernelSchedule(statements=tuple(s.name for s in stmts), space=space, time=time,
                           n_space=len(choices[0]),
-                          n_time=stmts[0].schedule.dim(isl.dim_type.out))
+                          n_time=stmts[0].schedule.dim(isl.dim_type.out),
+                          atomic=tuple(atomic), reduction_dims=tuple(sorted(reduction_dims)),
+                          warp_uniform=tuple(uniform))
 
 
 # ---------------------------------------------------------------- per-statement choices
@@ -170,7 +184,11 @@ def _ranked(costs: list[list[tuple]]) -> Iterator[tuple[int, ...]]:
 
 
 class UnitSearch:
-    """Unit-vector space choices of one region: maps, pairwise legality, splitting."""
+    """Unit-vector space choices of one region: maps, pairwise legality, splitting.
+
+    A statement with a combinable sum reduction (:mod:`polygpu.model.atomic`) may also
+    take its reduction iterators as space dimensions; such a choice makes it atomic,
+    and pairs involving it are judged against the relaxed dependences."""
 
     def __init__(self, an: Analysis):
         self.an = an
@@ -178,22 +196,67 @@ class UnitSearch:
         # nothing to schedule, and isl drops their empty maps from every union anyway
         self.stmts = [s for s in an.scop.statements if not s.domain.is_empty()]
         self.index = {s.name: k for k, s in enumerate(self.stmts)}
-        self.pair_deps: dict[tuple[int, int], list[Dependence]] = {}
-        for d in an.dependences.items:
-            key = (self.index[d.source], self.index[d.sink])
-            self.pair_deps.setdefault(key, []).append(d)
+        self._pair_deps: dict[frozenset[str], dict] = {}
         self._together: dict[tuple, bool] = {}
+        # per statement: iterators that are space-legal only with atomic combining
+        self.reduction: dict[str, frozenset[int]] = {}
+        self._allowed: dict[str, list[int]] = {}
+        self._target: dict[str, frozenset[int]] = {}  # iterators the target depends on
+        for stmt in self.stmts:
+            own = self.pair_deps(frozenset()).get((self.index[stmt.name],) * 2, [])
+            strict = set(_thread_local(stmt, own))
+            relaxed = strict
+            if stmt.name in an.combinable:
+                target = an.combinable[stmt.name].array
+                relaxed = set(_thread_local(stmt, [d for d in own if d.array != target]))
+                if relaxed - strict:
+                    self.reduction[stmt.name] = frozenset(relaxed - strict)
+                    its = involved_iterators(stmt.writes[0], stmt)
+                    self._target[stmt.name] = frozenset(stmt.iterators.index(i) for i in its)
+            self._allowed[stmt.name] = sorted(relaxed)
+
+    def allowed(self, stmt: Statement) -> list[int]:
+        """Iterators that may be space dimensions of ``stmt`` (some atomically)."""
+        return self._allowed[stmt.name]
+
+    def sensible(self, stmt: Statement, choice: Choice) -> bool:
+        """False for an atomic choice that leaves an iterator of the target in time:
+        then every instance would be an atomic update, and nothing is privatised."""
+        return not set(choice) & self.reduction.get(stmt.name, frozenset()) or \
+            self._target[stmt.name] <= set(choice)
+
+    def atomic_of(self, stmts: list[Statement], choices: list[Choice]) -> frozenset[str]:
+        """The statements whose choices make them atomic."""
+        return frozenset(s.name for s, c in zip(stmts, choices, strict=True)
+                         if set(c) & self.reduction.get(s.name, frozenset()))
+
+    def pair_deps(self, atomic: frozenset[str]) -> dict[tuple[int, int], list[Dependence]]:
+        """The dependences to respect when ``atomic`` combine atomically, per
+        (source, sink) statement index pair."""
+        if atomic not in self._pair_deps:
+            pairs: dict[tuple[int, int], list[Dependence]] = {}
+            for d in self.an.dependences_with(atomic).items:
+                if d.source in self.index and d.sink in self.index:
+                    pairs.setdefault((self.index[d.source], self.index[d.sink]), []).append(d)
+            self._pair_deps[atomic] = pairs
+        return self._pair_deps[atomic]
 
     def together(self, a: int, ca: Choice, b: int, cb: Choice) -> bool:
         """Whether statement ``a`` with ``ca`` and ``b`` with ``cb`` in one kernel
-        respect the dependences from ``a`` to ``b`` (decided by the prover)."""
+        respect the dependences from ``a`` to ``b`` (decided by the prover).  The
+        dependences of a pair depend only on whether its two statements are atomic."""
         if len(ca) != len(cb):
             return False
         key = (a, ca, b, cb)
         if key not in self._together:
-            k = kernel([self.stmts[a], self.stmts[b]], [ca, cb])
+            stmts, choices = [self.stmts[a], self.stmts[b]], [ca, cb]
+            if a == b:
+                stmts, choices = stmts[:1], choices[:1]
+            atomic = self.atomic_of(stmts, choices)
+            k = kernel(stmts, choices, self.reduction)
             es = transformation_schedule(Transformation((k,), (), (), "adjacency"))
-            deps = Dependences(tuple(self.pair_deps[(a, b)]), self.an.dependences.space)
+            deps = Dependences(tuple(self.pair_deps(atomic).get((a, b), [])),
+                               self.an.dependences.space)
             self._together[key] = not violations(deps, es)
         return self._together[key]
 
@@ -206,7 +269,7 @@ class UnitSearch:
         cuts = {p for p in range(1, n) if len(choices[p - 1]) != len(choices[p])}
         forbidden: set[int] = set()
         required = []
-        for (a, b) in self.pair_deps:
+        for (a, b) in self.pair_deps(self.atomic_of(self.stmts, choices)):
             ok = self.together(a, choices[a], b, choices[b])
             if a == b and not ok:
                 return None  # the statement's own dependences cross its threads
@@ -233,7 +296,8 @@ class UnitSearch:
         groups = self.split(choices)
         if groups is None:
             return None
-        kernels = tuple(kernel([self.stmts[k] for k in g], [choices[k] for k in g])
+        kernels = tuple(kernel([self.stmts[k] for k in g], [choices[k] for k in g],
+                               self.reduction)
                         for g in groups)
         return transformation(self.an, kernels, origin)
 
@@ -252,10 +316,10 @@ def search(an: Analysis, wanted: int = 32) -> list[Transformation]:
     options: list[list[Choice]] = []
     costs: list[list[tuple]] = []
     for stmt in unit.stmts:
-        own = unit.pair_deps.get((unit.index[stmt.name],) * 2, [])
         goals = targets(an, stmt)
         scored = []
-        for rank, choice in enumerate(_choices(_thread_local(stmt, own))):
+        for rank, choice in enumerate(c for c in _choices(unit.allowed(stmt))
+                                      if unit.sensible(stmt, c)):
             space, time = space_map(stmt, choice), time_map(stmt, choice)
             score = sum(is_coalesced(acc, space, time) for acc in goals)
             scored.append(((-score, -len(choice), rank), choice))

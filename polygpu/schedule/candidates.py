@@ -8,13 +8,18 @@ Sources, in this order:
 3. only if Algorithm 1 finds none, isl's scheduler (:mod:`polygpu.schedule.isl_fallback`);
 4. the single-thread original program -- only when nothing else is legal.
 
+Transformations with atomic statements (sum reductions spread over threads,
+:mod:`polygpu.model.atomic`) come after all others: they trade atomics for parallelism,
+which only measurement can judge, so the paper's mapping stays the default and the
+search (:mod:`polygpu.search`) tries both.
+
 Every transformation returned has passed :func:`~polygpu.schedule.legality.prove_legal`
 (the prover is the only judge; the searches merely propose).  Transformations without
 any space dimension are dropped from 1-3: they are no better than 4.  The ranking is
-most coalesced no-reuse references (Algorithm 1's objective), then most coalesced
-references of any class, then fewer kernels, then more space dimensions (summed over
-statements), then the order found in -- which puts Algorithm 1 first and the original
-loop order before permuted ones.
+no atomic statements before some, then most coalesced no-reuse references (Algorithm
+1's objective), then most coalesced references of any class, then fewer kernels, then
+more space dimensions (summed over statements), then the order found in -- which puts
+Algorithm 1 first and the original loop order before permuted ones.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from polygpu.schedule.transformation import Transformation
 
 def _proven(an: Analysis, tr: Transformation) -> bool:
     try:
-        prove_legal(an.dependences, transformation_schedule(tr))
+        prove_legal(an.dependences_with(tr.atomic), transformation_schedule(tr))
     except LegalityError:
         return False  # a proposal the prover rejects is simply not a candidate
     return True
@@ -47,8 +52,8 @@ def _space_dims(tr: Transformation) -> int:
 
 def _rank_key(an: Analysis, tr: Transformation) -> tuple:
     no_reuse = {(r.statement, r.ref) for r in an.reuse if r.reuse == "no-reuse"}
-    return (-len(no_reuse.intersection(tr.coalesced)), -len(tr.coalesced),
-            len(tr.kernels), -_space_dims(tr))
+    return (bool(tr.atomic), -len(no_reuse.intersection(tr.coalesced)),
+            -len(tr.coalesced), len(tr.kernels), -_space_dims(tr))
 
 
 def candidates(an: Analysis, limit: int = 8) -> tuple[Transformation, ...]:

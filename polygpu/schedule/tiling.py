@@ -132,6 +132,8 @@ class TiledKernel:
     thread_names: tuple[str, ...] = ()  # C names of the thread coordinates, x first
     level_names: tuple[str, ...] = ()  # C names of the tile-level coordinates
     blocked: bool = False
+    atomic: tuple[str, ...] = ()  # statements combining their updates atomically
+    warp_uniform: tuple[str, ...] = ()  # ... whose target does not move along x
 
     @property
     def n_threads(self) -> int:
@@ -232,6 +234,8 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         thread_names=thread_names,
         level_names=level_names,
         blocked=variant.blocked,
+        atomic=kernel.atomic,
+        warp_uniform=kernel.warp_uniform,
     )
 
 
@@ -275,7 +279,8 @@ def _local_names(scop, n_seq_space, n_mapped, n_time, n_time_levels, jam
 
 def tile(scop: Scop, deps: Dependences, tr: Transformation, variant: Variant
          ) -> tuple[TiledKernel, ...]:
-    """Tile and map every kernel of ``tr``; prove the whole result legal with isl."""
+    """Tile and map every kernel of ``tr``; prove the whole result legal with isl against
+    ``deps`` (the dependences relaxed for ``tr``'s atomic statements)."""
     kernels = tuple(_tile_kernel(scop, k, i, variant) for i, k in enumerate(tr.kernels))
     prove_legal(deps, execution_schedule(kernels))
     return kernels

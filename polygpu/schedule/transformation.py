@@ -11,9 +11,12 @@ barrier between consecutive kernels) and gives, per statement, two affine maps:
   one thread executes its instances, lexicographically.
 
 All statements of a kernel share the number of space and of time dimensions (shorter
-ones are padded with zeros), so a kernel's schedule is one union map.  ``Scop`` order
-and dependences are not stored here: :mod:`polygpu.schedule.legality` proves a
-transformation against them.
+ones are padded with zeros), so a kernel's schedule is one union map.  A statement
+whose space dimensions include one of its reduction loops is *atomic*: threads that
+share its target element combine their partial sums with ``atomicAdd``
+(:mod:`polygpu.model.atomic`), and legality is proven against the relaxed dependences.
+``Scop`` order and dependences are not stored here: :mod:`polygpu.schedule.legality`
+proves a transformation against them.
 """
 
 from __future__ import annotations
@@ -32,6 +35,12 @@ class KernelSchedule:
     time: isl.UnionMap  # S[..] -> [t0..tm]
     n_space: int
     n_time: int
+    atomic: tuple[str, ...] = ()  # statements combining their updates atomically
+    # space dimensions (0 = outermost) that are reduction loops of atomic statements
+    reduction_dims: tuple[int, ...] = ()
+    # atomic statements whose target does not move along the innermost space dimension
+    # (threads along x share it: their updates may be summed in the warp first)
+    warp_uniform: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,11 @@ class Transformation:
     coalesced: tuple[tuple[str, int], ...]
     shared: tuple[tuple[str, int], ...]
     origin: str
+
+    @property
+    def atomic(self) -> tuple[str, ...]:
+        """Statements of all kernels that combine their updates atomically."""
+        return tuple(s for k in self.kernels for s in k.atomic)
 
     def kernel_of(self, statement: str) -> int:
         for k, kernel in enumerate(self.kernels):

@@ -11,7 +11,12 @@ A point is a :class:`~polygpu.schedule.tiling.Variant`.  The space is the produc
   blocks and threads (the extent at the given parameters is a multiple of the tile)
   unless no tile does;
 * the time tile (second tiling level, bounds the shared footprint) where the kernel has
-  a time loop; unroll factors; shared memory on/off; cyclic or blocked points.
+  a time loop; unroll factors; shared memory on/off; cyclic or blocked points;
+* for candidates that spread a sum reduction over threads (atomic statements), long
+  runs of points along the reduction dimension (``reduction_factors``): a thread sums
+  them in a register and adds once, so these factors set how many atomics there are,
+  not how many registers (a loop, not unrolled-and-jammed); and register tiles of up to
+  32 points along it.
 
 Every point is a complete, valid Variant; the memory stage rejects nothing (it falls
 back to global memory), and compile errors are reported per point by the tuner.
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 
 import islpy as isl
 
+from polygpu.model.dependences import maps_of
 from polygpu.pipeline import Prepared
 from polygpu.schedule.tiling import MAX_MAPPED, MAX_THREADS, Variant, tile
 
@@ -39,10 +45,13 @@ class SpaceOptions:
     x_threads: tuple[int, ...] = (16, 32, 64)  # x extents of 2-d and 3-d blocks
     factors: tuple[int, ...] = (1, 2, 4, 8)
     max_points: int = 16  # points per thread (register tile) at most
+    max_points_reduction: int = 32  # ... when the tile holds partial sums of reductions
     time_tiles: tuple[int, ...] = (16, 32)
     unrolls: tuple[int, ...] = (1, 4)
     shared: tuple[bool, ...] = (True, False)
     blocked: tuple[bool, ...] = (False, True)
+    reduction_factors: tuple[int, ...] = (16, 32, 64, 256)  # a thread's run along a reduction
+    reduction_jam: tuple[int, ...] = (16, 32)  # register tiles along a reduction
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,7 @@ class Shape:
     n_mapped: int  # the most mapped dimensions over its kernels
     extents: tuple[int, ...]  # points per mapped dimension at the parameters, outer first
     has_time_loop: bool
+    reduction_dims: tuple[int, ...] = ()  # mapped dims (outer first) reducing atomically
 
 
 def _value(pa: isl.PwAff, params: Mapping[str, int]) -> int:
@@ -69,19 +79,30 @@ def shapes(prepared: Prepared, params: Mapping[str, int], limit: int) -> list[Sh
     an = prepared.analysis
     result = []
     for c, tr in enumerate(prepared.candidates[:limit]):
-        kernels = tile(an.scop, an.dependences, tr, Variant(candidate=c, tile=(1,),
+        kernels = tile(an.scop, an.dependences_with(tr.atomic), tr, Variant(candidate=c, tile=(1,),
                                                             threads=(1,)))
         n = max(k.n_mapped for k in kernels)
         extents = [1] * n
+        # a kernel's space dim d of s is mapped dim n - s + d (right-aligned)
+        reduction = sorted({n - ks.n_space + d for ks in tr.kernels
+                            for d in ks.reduction_dims if n - ks.n_space + d >= 0})
         for k in kernels:
             # k.extent is x first; right-align to the outermost dims
             for d, pa in enumerate(k.extent):
                 i = n - 1 - d
                 extents[i] = max(extents[i], _value(pa, params) + 1)
-        time_loop = any(k.n_local > k.n_tile_levels for k in kernels) or any(
-            len(k.local_names) > k.n_mapped for k in kernels)
-        result.append(Shape(c, n, tuple(extents), time_loop))
+        time_loop = any(_loops_in_time(k) for k in tr.kernels)
+        result.append(Shape(c, n, tuple(extents), time_loop, tuple(reduction)))
     return result
+
+
+def _loops_in_time(kernel) -> bool:
+    """Whether some statement's time schedule has a loop (what ``time_tile`` strips)."""
+    for m in maps_of(kernel.time):
+        pma = m.as_pw_multi_aff()
+        if any(not pma.get_pw_aff(d).is_cst() for d in range(pma.dim(isl.dim_type.out))):
+            return True
+    return False
 
 
 def _thread_shapes(n: int, total: int, options: SpaceOptions) -> list[tuple[int, ...]]:
@@ -106,13 +127,14 @@ def _tiles_ok(tile_: tuple[int, ...], extents: tuple[int, ...]) -> bool:
     return all(t <= e and e % t == 0 for t, e in zip(tile_, extents, strict=True))
 
 
-def _structures(n, totals, extents, options: SpaceOptions, even: bool) -> list[tuple]:
+def _structures(n, totals, extents, options: SpaceOptions, even: bool,
+                max_points: int) -> list[tuple]:
     """(threads, factors, tile) of every block shape, filtered by the extents."""
     result = []
     for total in totals:
         for threads in _thread_shapes(n, total, options):
             for factors in itertools.product(options.factors, repeat=n):
-                if math.prod(factors) > options.max_points:
+                if math.prod(factors) > max_points:
                     continue
                 tile_ = tuple(t * f for t, f in zip(threads, factors, strict=True))
                 if even and _tiles_ok(tile_, extents) or not even and all(
@@ -121,26 +143,48 @@ def _structures(n, totals, extents, options: SpaceOptions, even: bool) -> list[t
     return result
 
 
+def _reduction_structures(shape: Shape, n, totals, extents, options: SpaceOptions
+                          ) -> list[tuple]:
+    """(threads, factors, tile, jam) with one reduction dimension's factor from
+    ``reduction_factors`` (a loop) or ``reduction_jam`` (a register tile), others 1."""
+    found = []
+    dims = [d - (shape.n_mapped - n) for d in shape.reduction_dims]
+    for d in (d for d in dims if 0 <= d < n):
+        for jam, factors in ((False, options.reduction_factors),
+                             (True, options.reduction_jam)):
+            for f in factors:
+                vector = tuple(f if k == d else 1 for k in range(n))
+                for total in totals:
+                    for threads in _thread_shapes(n, total, options):
+                        tile_ = tuple(t * v for t, v in zip(threads, vector, strict=True))
+                        if _tiles_ok(tile_, extents):
+                            found.append((threads, vector, tile_, jam))
+    return found
+
+
 def variants(shape: Shape, options: SpaceOptions) -> list[Variant]:
     """All points of the space for one candidate, in a deterministic order."""
     n = min(shape.n_mapped, MAX_MAPPED)
     extents = shape.extents[-n:]
     totals = [t for t in options.thread_totals if t <= MAX_THREADS]
+    points = options.max_points_reduction if shape.reduction_dims else options.max_points
     # small problems: add smaller blocks (down to a warp) until some tile fits
-    while totals and not _structures(n, totals, extents, options, even=False) \
+    while totals and not _structures(n, totals, extents, options, False, points) \
             and min(totals) > 32:
         totals.append(min(totals) // 2)
     # tiles that divide the work evenly; if none does (odd sizes), all that fit
-    even = _structures(n, totals, extents, options, even=True) or _structures(
-        n, totals, extents, options, even=False)
+    even = _structures(n, totals, extents, options, True, points) or _structures(
+        n, totals, extents, options, False, points)
     time_tiles = options.time_tiles if shape.has_time_loop else (0,)
+    structures = [(t, f, tl, any(x > 1 for x in f)) for t, f, tl in even]
+    structures += _reduction_structures(shape, n, totals, extents, options)
     result = []
-    for threads, factors, tile_ in even:
-        jam = any(f > 1 for f in factors)
+    for threads, _factors, tile_, jam in structures:
         # unroll-and-jam already unrolls a register tile completely; blocked points
         # only pay off in one dimension (in more they break coalescing along x)
         unrolls = (1,) if jam else options.unrolls
-        blocked_options = options.blocked if jam and n == 1 else (False,)
+        blocked_options = options.blocked if jam and n == 1 and not shape.reduction_dims \
+            else (False,)
         for time_tile, unroll, shared in itertools.product(time_tiles, unrolls,
                                                            options.shared):
             for blocked in blocked_options:

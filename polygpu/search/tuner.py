@@ -102,8 +102,8 @@ class Candidate:
     threads: int = 0  # per block (the largest over the launches)
     blocks: int = 0  # in the largest grid
     registers: int | None = None
-    occupancy: float | None = None  # resident warps / maximum, per SM (worst launch)
-    concurrency: float | None = None  # fraction of the GPU's warp slots (worst launch)
+    occupancy: float | None = None  # resident warps / maximum, per SM (widest launch)
+    concurrency: float | None = None  # fraction of the GPU's warp slots (widest launch)
     duplicate_of: str = ""
     measurement: Measurement | None = None
 
@@ -305,7 +305,9 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
             candidates[key] = Candidate(key, v, "invalid", reason=c["error"])
             continue
         program = c["program"]
-        identity = (program.source, program.launches)
+        # the same code whatever the header comment says (it names the variant)
+        identity = ("\n".join(line for line in program.source.splitlines()
+                               if not line.startswith("//")), program.launches)
         launches = program.launches
         cand = Candidate(key, v, "kept", traffic_bytes=c["traffic"],
                          shared_bytes=max(la.shared_bytes for la in launches),
@@ -345,7 +347,7 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
             continue
         cubins[c.key] = b.binary
         program = programs[c.key]
-        regs, occ, conc = 0, math.inf, math.inf
+        regs, occ, conc, most_threads = 0, math.inf, math.inf, -1
         for launch, blocks in zip(program.launches, _grid_sizes(program, params),
                                   strict=True):
             res = b.resources.get(launch.kernel)
@@ -353,7 +355,11 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
             smem = launch.shared_bytes + (res.shared_static if res else 0)
             o, k = concurrency(math.prod(launch.block), r, smem, blocks,
                                   limits.multiprocessors, limits)
-            regs, occ, conc = max(regs, r), min(occ, o), min(conc, k)
+            regs = max(regs, r)
+            # the launch with the most threads stands for the program: a small
+            # initialisation kernel beside it says nothing about the bandwidth drawn
+            if blocks * math.prod(launch.block) > most_threads:
+                most_threads, occ, conc = blocks * math.prod(launch.block), o, k
         candidates[c.key] = replace(c, registers=regs, occupancy=occ, concurrency=conc)
     kept = [c for c in candidates.values() if c.stage == "kept"]
 
