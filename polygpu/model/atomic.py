@@ -52,23 +52,31 @@ def combinable(scop: Scop, reductions: Iterable[Reduction]) -> dict[str, Reducti
     return result
 
 
-def operand(body: ir.Assign) -> ir.Expr | None:
-    """``e`` of a sum update ``x += e`` (``x -= e``, ``x = x + e``, ``x = e + x``,
-    ``x = x - e``), negated where the update subtracts; None for other shapes."""
+def sum_update(body: ir.Assign) -> tuple[ir.Expr, float] | None:
+    """``(term, sign)`` of a sum update of an array element: ``x += term`` (sign 1),
+    ``x -= term`` (-1), ``x = x + term``, ``x = term + x``, ``x = x - term``; None for
+    other shapes.  Shared with the BLAS matcher (:mod:`polygpu.search.peers`)."""
     t, v = body.target, body.value
-    if body.op == "+=":
-        return v
-    if body.op == "-=":
-        return ir.UnaryOp("-", v)
-    if body.op != "=" or not isinstance(v, ir.BinOp):
+    if not isinstance(t, ir.ArrayRef):
         return None
-    if v.op == "+" and _same_reference(t, v.lhs):
-        return v.rhs
+    if body.op in ("+=", "-="):
+        return v, 1.0 if body.op == "+=" else -1.0
+    if body.op != "=" or not isinstance(v, ir.BinOp) or v.op not in ("+", "-"):
+        return None
+    if _same_reference(t, v.lhs):
+        return v.rhs, 1.0 if v.op == "+" else -1.0
     if v.op == "+" and _same_reference(t, v.rhs):
-        return v.lhs
-    if v.op == "-" and _same_reference(t, v.lhs):
-        return ir.UnaryOp("-", v.rhs)
+        return v.lhs, 1.0
     return None
+
+
+def operand(body: ir.Assign) -> ir.Expr | None:
+    """What a sum update adds to its target (its term, negated where it subtracts)."""
+    found = sum_update(body)
+    if found is None:
+        return None
+    term, sign = found
+    return term if sign > 0 else ir.UnaryOp("-", term)
 
 
 def _memory_pairs(scop: Scop, atomic: str, other: str, array: str) -> list[Dependence]:

@@ -252,10 +252,9 @@ class UnitSearch:
             stmts, choices = [self.stmts[a], self.stmts[b]], [ca, cb]
             if a == b:
                 stmts, choices = stmts[:1], choices[:1]
-            atomic = self.atomic_of(stmts, choices)
             k = kernel(stmts, choices, self.reduction)
             es = transformation_schedule(Transformation((k,), (), (), "adjacency"))
-            deps = Dependences(tuple(self.pair_deps(atomic).get((a, b), [])),
+            deps = Dependences(tuple(self.pair_deps(frozenset(k.atomic)).get((a, b), [])),
                                self.an.dependences.space)
             self._together[key] = not violations(deps, es)
         return self._together[key]

@@ -53,6 +53,7 @@ import islpy as isl
 
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
+from polygpu.model.atomic import sum_update
 from polygpu.model.scop import Access, Scop, Statement
 
 BLAS_DTYPES = {"float32": "s", "float64": "d"}
@@ -230,25 +231,6 @@ def _read_access(stmt: Statement, ref: ir.ArrayRef) -> Access | None:
     return None
 
 
-def _same_ref(e: ir.Expr, target: ir.ArrayRef) -> bool:
-    return isinstance(e, ir.ArrayRef) and (e.array, e.index) == (target.array, target.index)
-
-
-def _update_term(body: ir.Assign) -> tuple[ir.Expr, float] | None:
-    """``(term, sign)`` of ``c op= term`` / ``c = c +- term`` / ``c = term + c``."""
-    if not isinstance(body.target, ir.ArrayRef):
-        return None
-    if body.op in ("+=", "-="):
-        return body.value, 1.0 if body.op == "+=" else -1.0
-    v = body.value
-    if body.op == "=" and isinstance(v, ir.BinOp) and v.op in ("+", "-"):
-        if _same_ref(v.lhs, body.target):
-            return v.rhs, 1.0 if v.op == "+" else -1.0
-        if v.op == "+" and _same_ref(v.rhs, body.target):
-            return v.lhs, 1.0
-    return None
-
-
 def _factors(e: ir.Expr, scop: Scop, out: dict) -> bool:
     """Split a product into array references, a constant and float scalar parameters
     (into ``out``); False when ``e`` is not such a product."""
@@ -275,7 +257,7 @@ def _factors(e: ir.Expr, scop: Scop, out: dict) -> bool:
 
 def match_update(scop: Scop, stmt: Statement) -> BlasCall | None:
     """The BLAS call (with ``beta = 1``) that the update statement ``stmt`` is, or None."""
-    found = _update_term(stmt.body)
+    found = sum_update(stmt.body)
     if found is None:
         return None
     term, sign = found

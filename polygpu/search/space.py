@@ -79,8 +79,8 @@ def shapes(prepared: Prepared, params: Mapping[str, int], limit: int) -> list[Sh
     an = prepared.analysis
     result = []
     for c, tr in enumerate(prepared.candidates[:limit]):
-        kernels = tile(an.scop, an.dependences_with(tr.atomic), tr, Variant(candidate=c, tile=(1,),
-                                                            threads=(1,)))
+        kernels = tile(an.scop, an.dependences_with(tr.atomic), tr,
+                       Variant(candidate=c, tile=(1,), threads=(1,)))
         n = max(k.n_mapped for k in kernels)
         extents = [1] * n
         # a kernel's space dim d of s is mapped dim n - s + d (right-aligned)
