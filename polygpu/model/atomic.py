@@ -32,7 +32,7 @@ import islpy as isl
 
 from polygpu.frontend import ir
 from polygpu.model.dependences import Dependence, Dependences
-from polygpu.model.parallelism import Reduction, _same_reference
+from polygpu.model.parallelism import Reduction, same_reference
 from polygpu.model.scop import Scop
 
 ATOMIC_DTYPES = ("float32", "float64", "int32")
@@ -63,9 +63,9 @@ def sum_update(body: ir.Assign) -> tuple[ir.Expr, float] | None:
         return v, 1.0 if body.op == "+=" else -1.0
     if body.op != "=" or not isinstance(v, ir.BinOp) or v.op not in ("+", "-"):
         return None
-    if _same_reference(t, v.lhs):
+    if same_reference(t, v.lhs):
         return v.rhs, 1.0 if v.op == "+" else -1.0
-    if v.op == "+" and _same_reference(t, v.rhs):
+    if v.op == "+" and same_reference(t, v.rhs):
         return v.lhs, 1.0
     return None
 

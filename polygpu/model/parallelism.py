@@ -61,7 +61,7 @@ def involved_iterators(access: Access, statement: Statement) -> tuple[str, ...]:
     return tuple(it for k, it in enumerate(statement.iterators) if k in involved)
 
 
-def _same_reference(a: ir.Expr, b: ir.Expr) -> bool:
+def same_reference(a: ir.Expr, b: ir.Expr) -> bool:
     """Whether two references name the same element (wherever they were written)."""
     if isinstance(a, ir.ArrayRef) and isinstance(b, ir.ArrayRef):
         return (a.array, a.index) == (b.array, b.index)
@@ -81,13 +81,13 @@ def _reduction_op(stmt: Statement) -> str | None:
         return None
     v, t = body.value, body.target
     if isinstance(v, ir.BinOp) and v.op in ("+", "*") and (
-        _same_reference(t, v.lhs) or _same_reference(t, v.rhs)
+        same_reference(t, v.lhs) or same_reference(t, v.rhs)
     ):
         return v.op
-    if isinstance(v, ir.BinOp) and v.op == "-" and _same_reference(t, v.lhs):
+    if isinstance(v, ir.BinOp) and v.op == "-" and same_reference(t, v.lhs):
         return "+"
     if isinstance(v, ir.Call) and len(v.args) == 2 and any(
-        _same_reference(t, a) for a in v.args
+        same_reference(t, a) for a in v.args
     ):
         for name, op in (("max", "max"), ("min", "min")):
             if v.func in (name, f"f{name}", f"f{name}f"):
