@@ -142,13 +142,13 @@ def optimize(
         if params is not None:
             for m in recorded_measurements(spec, prepared, params, resolved, database):
                 try:  # a record from an older variant format, say: try the next one
-                    compiled = compile_variant(prepared, Variant.from_json(m.key))
+                    compiled = compile_variant(prepared, Variant.from_json(m.key), params)
                 except PolygpuError:
                     continue
                 origin, chosen, measurement = "database", compiled.variant, m
                 break
     if compiled is None:
-        compiled = compile_variant(prepared, chosen)
+        compiled = compile_variant(prepared, chosen, params)
     kernel = Kernel(compiled, source, spec, resolved, origin, measurement, tuning)
     kernel._cpu_reason = why
     return kernel
@@ -521,6 +521,7 @@ class Kernel:
                  arrays: Mapping[str, np.ndarray | _DeviceArray], ints: Mapping[str, int]):
         cuda = _driver()
         params = {p: ints[p] for p in self.program.parameters}
+        self.program.check_parameters(params)
         dims = []
         for launch in self.launches:
             d = tuple(grid.evaluate(e, params) for e in launch.grid)

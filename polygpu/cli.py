@@ -109,8 +109,9 @@ def _add_variant_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", metavar="JSON",
                    help="the variant as JSON, e.g. '{\"tile\": [4, 128], \"threads\": "
                    "[4, 32], \"jam\": true}' (fields: candidate, tile, threads, jam, "
-                   "time_tile, unroll, blocked, shared, padding, registers; see "
-                   "docs/memory.md)")
+                   "time_tile, unroll, blocked, shared, padding, registers, specialize; see "
+                   "docs/memory.md, and docs/search.md for specialize, which needs -p "
+                   "for every parameter)")
     p.add_argument("--tile", metavar="T[,T..]",
                    help="block tile per space dimension, innermost last (sets 'tile')")
     p.add_argument("--threads", metavar="T[,T..]",
@@ -163,7 +164,7 @@ def _run_compile(args: argparse.Namespace) -> int:
 
     params = _parse_params(args.params)
     compiled = compile_region(args.file, args.function, _variant(args), args.defines,
-                              args.include_dirs)
+                              args.include_dirs, params)
     description = compile_json(compiled, params)
     paths = write_outputs(args.output, compiled, description)
     if args.json:
@@ -220,7 +221,7 @@ def _traffic(args: argparse.Namespace, result):
         raise PolygpuError(f"--traffic needs a value for {', '.join(missing)} "
                            f"(e.g. -p {missing[0]}=4096)", result.scop.loc)
     compiled = compile_region(args.file, args.function, _variant(args), args.defines,
-                              args.include_dirs)
+                              args.include_dirs, params)
     return [t for launch, k in zip(compiled.program.launches, compiled.kernels, strict=True)
             for t in kernel_traffic(compiled.analysis.scop, k, launch.kernel, params,
                                     compiled.memory)]
@@ -232,7 +233,7 @@ def _run_check(args: argparse.Namespace) -> int:
 
     params = _parse_params(args.params)
     compiled = compile_region(args.file, args.function, _variant(args), args.defines,
-                              args.include_dirs)
+                              args.include_dirs, params)
     result = check_program(compiled.program, compiled.analysis.scop, args.file, params,
                            backend=args.backend, seed=args.seed, defines=args.defines,
                            include_dirs=args.include_dirs)

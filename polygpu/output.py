@@ -29,6 +29,8 @@ def compile_json(c: Compiled, params: dict[str, int]) -> dict[str, Any]:
         "source": c.spec,
         "parameters": {name: params.get(name) for name in scop.parameters},
         "variant": c.variant.to_json(),
+        # the sizes the kernels were generated for (empty: any); they run only at those
+        "specialized": dict(c.program.specialized),
         "arguments": [
             {"name": a.name, "kind": a.kind, "dtype": a.dtype, "shape": list(a.shape)}
             for a in c.program.arguments

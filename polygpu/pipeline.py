@@ -8,7 +8,7 @@ intermediate result is kept in :class:`Compiled` so the CLI can explain each dec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from polygpu.codegen.cuda import generate
@@ -45,9 +45,11 @@ def compile_region(
     variant: Variant | None = None,
     defines: Sequence[str] = (),
     include_dirs: Sequence[str] = (),
+    params: Mapping[str, int] | None = None,
 ) -> Compiled:
-    """Run the pipeline on ``spec`` (``file.c[:function]`` or ``module.py:function``)."""
-    return compile_variant(prepare(spec, function, defines, include_dirs), variant)
+    """Run the pipeline on ``spec`` (``file.c[:function]`` or ``module.py:function``);
+    ``params`` are needed only by a variant that specializes."""
+    return compile_variant(prepare(spec, function, defines, include_dirs), variant, params)
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,12 @@ def prepare(spec: str, function: str | None = None, defines: Sequence[str] = (),
     return Prepared(spec, an, candidates(an))
 
 
-def compile_variant(prepared: Prepared, variant: Variant | None = None) -> Compiled:
-    """Tile, place and generate one variant of a prepared region."""
+def compile_variant(prepared: Prepared, variant: Variant | None = None,
+                    params: Mapping[str, int] | None = None) -> Compiled:
+    """Tile, place and generate one variant of a prepared region.
+
+    Scheduling, tiling and placement stay parametric (and proven for every parameter
+    value); a specializing variant fixes ``params`` only for the code generator."""
     variant = variant or Variant()
     an, found = prepared.analysis, prepared.candidates
     if variant.candidate >= len(found):
@@ -77,8 +83,17 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None) -> Compi
     kernels = tile(an.scop, an.dependences_with(tr.atomic), tr, variant)
     memory = plan_memory(an, tr, kernels, variant)
     comment = describe(tr, variant)
+    scop = an.scop
+    if variant.specialize:
+        missing = [p for p in scop.parameters if p not in (params or {})]
+        if missing:
+            raise PolygpuError(f"variant: specialize needs a value for every parameter "
+                               f"(-p): missing {', '.join(missing)}", scop.loc)
+        scop = scop.specialized(params)
+        comment += "\nspecialized for " + ", ".join(
+            f"{k}={v}" for k, v in scop.fixed_parameters.items())
     return Compiled(prepared.spec, an, found, tr, variant, kernels,
-                    generate(an.scop, kernels, comment, memory), memory)
+                    generate(scop, kernels, comment, memory), memory)
 
 
 def describe(tr: Transformation, variant: Variant) -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 import islpy as isl
 import pytest
 
-from polygpu.codegen.cuda import generate, grid_expression
+from polygpu.codegen.cuda import generate
+from polygpu.codegen.launch_grid import block_count, grid_expression
 from polygpu.errors import PolygpuError
 from polygpu.frontend import load
 from polygpu.model.analysis import analyze
@@ -94,6 +95,19 @@ def test_grid_expression_covers_the_extent():
     assert grid_expression(strided, 16) == "max(max(n + 15, 0) / 16, 1)"
     thirds = isl.PwAff("[n] -> { [(floor((n - 1) / 3))] }")
     assert grid_expression(thirds, 8) == "max(max(n + 23, 0) / 24, 1)"
+
+
+def test_block_count_is_the_grid_expression_evaluated():
+    from polygpu.runtime.grid import evaluate
+    pieces = [isl.PwAff("[n, m] -> { [(n - 1)] : n >= m; [(m + 2)] : n < m }"),
+              isl.PwAff("[n, m] -> { [(-1 + n - (1 + n) mod 2)] }"),
+              isl.PwAff("[n, m] -> { [(floor((n - 1) / 3))] }")]
+    for extent in pieces:
+        for size in (1, 8, 32):
+            for n, m in ((1, 1), (5, 77), (100, 3), (4096, 4096)):
+                values = {"n": n, "m": m}
+                assert block_count(extent, size, values) == \
+                    evaluate(grid_expression(extent, size), values)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")

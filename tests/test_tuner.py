@@ -64,6 +64,10 @@ class FakeRunner:
         self.calls.append(job.key)
         assert job.program.source and job.cubin, "the runner gets code and a binary"
         assert all(job.check_params[k] <= job.params[k] for k in job.params)
+        # the space specializes: the timed code is for the timed sizes, and the check
+        # runs the same variant specialized for the check sizes
+        assert dict(job.program.specialized) == dict(job.params)
+        assert dict(job.check_program.specialized) == dict(job.check_params)
         time.sleep(self.delay)
         if job.key == self.wrong:
             return Measurement(job.key, "wrong", reason="x[3]: got 1, expected 2")
@@ -274,3 +278,8 @@ def test_predicted_cost_and_check_parameters():
     assert predicted_cost(low) == pytest.approx(5000) and predicted_cost(high) == 1000
     assert predicted_cost(few, sms=132) == pytest.approx(4000)  # a quarter of the SMs
     assert check_parameters({"n": 4096, "m": 10}, v) == {"n": 2 * 64 + 19, "m": 10}
+    # specialized: the same remainder modulo the tiles as the timed size
+    s = Variant(tile=(128, 128), threads=(16, 16), time_tile=32, specialize=True)
+    assert check_parameters({"n": 4096, "m": 10}, s) == {"n": 256, "m": 10}
+    assert check_parameters({"n": 4100}, s) == {"n": 260}
+    assert check_parameters({"n": 200}, s) == {"n": 200}

@@ -8,7 +8,10 @@ float scalars by value, arrays as flat row-major ``T *__restrict__`` pointers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from polygpu.errors import PolygpuError
 
 
 @dataclass(frozen=True)
@@ -43,3 +46,19 @@ class KernelProgram:
     # arrays the kernels read from a `__constant__` copy named `<array>_const`: the host
     # copies each array there before the first launch
     constants: tuple[str, ...] = ()
+    # parameter values the kernels were specialized for (empty: any values): the
+    # runtimes refuse to launch them at other values, where they would be wrong
+    specialized: tuple[tuple[str, int], ...] = ()
+
+    def check_parameters(self, values: Mapping[str, int]) -> None:
+        """Refuse parameter values a specialized program was not generated for."""
+        wrong = {k: v for k, v in self.specialized if int(values[k]) != v}
+        if wrong:
+            raise SpecializationError(
+                f"{self.function}: the kernels are specialized for "
+                + ", ".join(f"{k}={v}" for k, v in self.specialized) + "; got "
+                + ", ".join(f"{k}={values[k]}" for k in wrong))
+
+
+class SpecializationError(PolygpuError, ValueError):
+    """A specialized program launched at other parameter values."""

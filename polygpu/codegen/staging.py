@@ -8,9 +8,10 @@ Shape of a staged kernel (``L`` = the deepest level of its shared buffers)::
 
     coordinates; register loads
     for o_0 ... for o_{L-1}             <- tile levels: loops every thread runs alike
-        copy-in of level-l buffers; __syncthreads()
+        copy-in of level-l buffers
         ... deeper levels ...
-        { the thread's work, from isl with o_0..o_{L-1} as parameters }; __syncthreads()
+        __syncthreads(); { the thread's work, from isl with o_0..o_{L-1} as
+        parameters }; __syncthreads()
         copy-out of level-l buffers; __syncthreads()
     register stores
 
@@ -140,6 +141,10 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
     # domain); a register copy runs in every thread
     known = footprint.params() if buffer.space == "shared" else \
         thread_context(scop, kernel, threads=True)
+    if buffer.space == "shared" and scop.fixed_parameters:
+        # a specialized kernel: the parameter values and the grid bound the blocks too
+        blocks = thread_context(scop, kernel, threads=False)
+        known = known.intersect_params(blocks.align_params(known.get_space()))
     n_threads = kernel.n_threads
     guard = _guard(footprint, buffer, u, known)
     local = f"{buffer.name}{''.join(f'[{x}]' for x in u)}"
@@ -248,10 +253,14 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
             tile_params = _tile_params(tile, kernel, depth)
             inner = _inner_ast(scop, kernel, depth, tile_params)
             code = _bind(levels, args, emitter_factory(None).node(inner))
-            return code + [cgen.Line("__syncthreads();")]
+            # the copies before it are done; its reads are done before the next copies
+            return [cgen.Line("__syncthreads();")] + code + [cgen.Line("__syncthreads();")]
         b, direction = by_name[name]
         code = _bind(levels[:b.level], args, copy_loop(b, printer, kernel, scop, direction))
-        return code + [cgen.Line("__syncthreads();")]
+        # copy-ins need no barrier of their own (the tile's first one covers all of them,
+        # and every element is written by the same thread each time); a copy-out reads
+        # what the next copy-in may overwrite
+        return code + ([cgen.Line("__syncthreads();")] if direction == "out" else [])
 
     return emitter_factory(user).node(ast)
 

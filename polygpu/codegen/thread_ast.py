@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import islpy as isl
 
+from polygpu.codegen.launch_grid import block_count
 from polygpu.model.dependences import maps_of, union_of
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
@@ -43,12 +44,21 @@ def _fix_leading(smap: isl.Map, names: list[str]) -> isl.Map:
 
 
 def thread_context(scop: Scop, kernel: TiledKernel, threads: bool) -> isl.Set:
-    """The parameter context: the region's, block ids >= 0 and thread ids in range."""
+    """The parameter context: the region's, block ids >= 0 and thread ids in range.
+
+    In a region specialised for known parameter values the launched grid is known too,
+    and block ids are bounded above by it: isl then drops the guards that only the last
+    blocks of a partial tile row need, and none when the tiles divide the extents."""
     names = list(kernel.block_names) + (list(kernel.thread_names) if threads else [])
     context = with_params(scop.context, names)
-    for b in kernel.block_names:
-        context = context.lower_bound_val(
-            isl.dim_type.param, context.find_dim_by_name(isl.dim_type.param, b), isl.Val(0))
+    fixed = scop.fixed_parameters
+    known = len(fixed) == len(scop.parameters)
+    for k, b in enumerate(kernel.block_names):
+        p = context.find_dim_by_name(isl.dim_type.param, b)
+        context = context.lower_bound_val(isl.dim_type.param, p, isl.Val(0))
+        if known:
+            count = block_count(kernel.extent[k], kernel.tile[k], fixed)
+            context = context.upper_bound_val(isl.dim_type.param, p, isl.Val(count - 1))
     if threads:
         for k, t in enumerate(kernel.thread_names):
             p = context.find_dim_by_name(isl.dim_type.param, t)

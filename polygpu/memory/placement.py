@@ -51,7 +51,7 @@ from polygpu.model.dependences import maps_of
 from polygpu.schedule.tiling import TiledKernel, Variant
 from polygpu.schedule.transformation import Transformation
 
-MAX_REGISTERS = 32  # elements of one register buffer per thread
+MAX_REGISTERS = 64  # elements of one register buffer per thread
 CONSTANT_BYTES = 64 * 1024
 STATIC_SHARED_BYTES = 48 * 1024  # larger needs dynamic shared memory (opt-in)
 MAX_SHARED_BYTES = 227 * 1024  # sm_90's opt-in maximum per block

@@ -9,12 +9,13 @@ of access ranges, parameters are the integer scalars of the function.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import islpy as isl
 
-from polygpu.errors import SourceLoc
+from polygpu.errors import PolygpuError, SourceLoc
 from polygpu.frontend import ir
 
 
@@ -118,6 +119,32 @@ class Scop:
     statements: tuple[Statement, ...]
     loops: tuple[Loop, ...]
     loc: SourceLoc
+
+    def specialized(self, values: Mapping[str, int]) -> Scop:
+        """This region for exactly these parameter values (a context that fixes them):
+        code generated from it may drop every guard those values decide."""
+        context = self.context
+        for name in self.parameters:
+            if name not in values:
+                raise PolygpuError(f"specializing {self.function}: no value for parameter "
+                                   f"{name}", self.loc)
+            k = context.find_dim_by_name(isl.dim_type.param, name)
+            context = context.fix_val(isl.dim_type.param, k, isl.Val(int(values[name])))
+        if context.is_empty():
+            raise PolygpuError(f"specializing {self.function}: parameters "
+                               f"{dict(values)} violate {self.context}", self.loc)
+        return replace(self, context=context)
+
+    @property
+    def fixed_parameters(self) -> dict[str, int]:
+        """The parameters the context fixes to one value (all of them once specialized)."""
+        fixed = {}
+        for name in self.parameters:
+            k = self.context.find_dim_by_name(isl.dim_type.param, name)
+            val = self.context.plain_get_val_if_fixed(isl.dim_type.param, k)
+            if not val.is_nan():
+                fixed[name] = int(val.to_python())
+        return fixed
 
     def statement(self, name: str) -> Statement:
         for s in self.statements:

@@ -36,6 +36,7 @@ def bind(program: KernelProgram, values: Mapping[str, object]) -> tuple[Bound, .
     params = {
         a.name: int(values[a.name]) for a in program.arguments if a.name in program.parameters
     }
+    program.check_parameters(params)
     out = []
     for a in program.arguments:
         v = values[a.name]
@@ -67,4 +68,6 @@ def _size(a: Argument, params: Mapping[str, int]) -> int | None:
 
 
 def parameter_values(program: KernelProgram, values: Mapping[str, object]) -> dict[str, int]:
-    return {p: int(values[p]) for p in program.parameters}
+    params = {p: int(values[p]) for p in program.parameters}
+    program.check_parameters(params)
+    return params

@@ -69,6 +69,9 @@ class Variant:
     shared: bool = True  # memory stage: stage footprints through shared memory
     padding: int = -1  # shared buffers' padding: -1 = Algorithm 2's choice, else forced
     registers: bool = True  # memory stage: keep per-thread footprints in registers
+    # bake the parameter values into the code (they then must be given to compile, and
+    # the kernels run only at those values): constant bounds, no guards for whole tiles
+    specialize: bool = False
 
     def __post_init__(self):
         if len(self.tile) != len(self.threads) or not 1 <= len(self.tile) <= MAX_MAPPED:

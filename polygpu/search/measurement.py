@@ -60,6 +60,10 @@ class Job:
     cubin: bytes | None = None
     arch: str = ""
     seed: int = 0
+    # what the reference check runs when it is not ``program``: a specialized program
+    # runs only at ``params``, so its check runs the same variant specialized at
+    # ``check_params``
+    check_program: KernelProgram | None = None
 
 
 @dataclass(frozen=True)

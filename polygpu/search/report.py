@@ -51,6 +51,7 @@ STAGES: dict[str, str] = {
     "failed": "measured but failed: wrong result, crash, timeout or compile error in "
               "the runner",
     "pruned-traffic": "modelled global traffic more than p % above the fewest",
+    "pruned-spills": "registers spilled to local memory (ptxas report)",
     "pruned-threads": "threads per block outside {T, T/2, T/4} (T: what the registers "
                       "allow)",
     "pruned-occupancy": "concurrency below the minimum fraction of the best",
@@ -60,7 +61,8 @@ STAGES: dict[str, str] = {
 }
 _STAGE_COLOURS = {
     "timed": "#2b7bba", "reused": "#7fb2dd", "failed": "#d62728",
-    "pruned-traffic": "#ff9f40", "pruned-threads": "#f2c14e", "pruned-occupancy": "#c9a227",
+    "pruned-traffic": "#ff9f40", "pruned-spills": "#e377c2", "pruned-threads": "#f2c14e",
+    "pruned-occupancy": "#c9a227",
     "duplicate": "#9e9e9e", "invalid": "#8c564b", "budget": "#bcbcbc",
 }
 _DEFAULT_VARIANT = Variant()
@@ -529,7 +531,8 @@ def _how_to_read(plotted: bool) -> list:
         "keeps the fastest.  Each candidate ends in one stage: ",
         "timed and reused candidates have a time; failed ones were measured but were wrong, "
         "crashed, timed out or did not compile for the GPU; pruned-traffic ones had more "
-        "modelled global loads and stores than p % above the fewest; pruned-threads ones "
+        "modelled global loads and stores than p % above the fewest; pruned-spills ones "
+        "spilled registers to local memory (ptxas says so); pruned-threads ones "
         "had a block size outside {T, T/2, T/4}, T being the most threads their registers "
         "allow; pruned-occupancy ones filled less than the minimum fraction of the best "
         "candidate's warp slots; duplicates generate the same code as another candidate; "

@@ -402,7 +402,8 @@ def _run_job(job, backend, repeats, warmup, l2_bytes, state) -> Measurement:
 
         compiled = cpu.compile_program(job.program)
 
-    result = check_program(job.program, scop, job.spec, job.check_params, backend=backend,
+    checked = job.check_program or job.program
+    result = check_program(checked, scop, job.spec, job.check_params, backend=backend,
                            seed=job.seed, defines=job.defines, include_dirs=job.include_dirs)
     state["check"] = result.message.splitlines()[0]
     extra["check_error"] = max(result.max_relative_error.values(), default=0.0)
@@ -432,6 +433,7 @@ def _blocks(program: KernelProgram, ints: Mapping[str, int]) -> list[int]:
     from polygpu.runtime import grid
 
     params = {p: int(ints[p]) for p in program.parameters}
+    program.check_parameters(params)
     return [math.prod(grid.evaluate(e, params) for e in launch.grid)
             for launch in program.launches]
 
@@ -467,8 +469,9 @@ def _arch_matches(arch: str, major: int, minor: int) -> bool:
 
 def _install_gpu_module(job: Job, extra: dict):
     """Load the job's binary (its cubin when built for this device, else its source through
-    nvcc as gpu.py does) and make it the module gpu.py launches for this child, so the
-    reference check runs exactly what is timed.  Returns the device."""
+    nvcc as gpu.py does) and make it the module gpu.py launches for this program, so the
+    reference check runs exactly what is timed (a specialized variant checks its twin
+    specialized at the check sizes).  Returns the device."""
     from polygpu.runtime import gpu
 
     cuda = gpu._cuda()
@@ -481,7 +484,10 @@ def _install_gpu_module(job: Job, extra: dict):
         module = gpu._module(gpu.device_source(job.program))  # CompileError on failure
         extra["binary"] = f"nvcc sm_{major}{minor}" + (
             f" (the cubin is for {job.arch or 'an unknown arch'})" if job.cubin else "")
-    gpu._module = lambda source: module  # this child measures one program: this one
+    timed_source, compile_source = gpu.device_source(job.program), gpu._module
+    # this child measures one program: that one runs from its binary; a specialized
+    # variant's check program (other sizes baked in) is compiled from its own source
+    gpu._module = lambda source: module if source == timed_source else compile_source(source)
     extra["device"] = device.name()
     extra["sms"] = device.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
     return device

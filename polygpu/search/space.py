@@ -18,6 +18,12 @@ A point is a :class:`~polygpu.schedule.tiling.Variant`.  The space is the produc
   not how many registers (a loop, not unrolled-and-jammed); and register tiles of up to
   32 points along it.
 
+Every point is specialized for the parameters it is tuned at (``Variant.specialize``):
+the search times one size, and code with that size baked in has constant loop bounds
+and no guards in whole tiles -- for mm at 4096 on an H100, 8.2 ms against 13.1 ms for
+the same tiles left parametric, and up to 6x for 8x8 register tiles, whose guards
+nvcc cannot hoist (``tuning/results/NVIDIA-H100-80GB-HBM3/probe_mm_4096.json``).
+
 Every point is a complete, valid Variant; the memory stage rejects nothing (it falls
 back to global memory), and compile errors are reported per point by the tuner.
 """
@@ -44,7 +50,7 @@ class SpaceOptions:
     thread_totals: tuple[int, ...] = (1024, 512, 256, 128)
     x_threads: tuple[int, ...] = (16, 32, 64)  # x extents of 2-d and 3-d blocks
     factors: tuple[int, ...] = (1, 2, 4, 8)
-    max_points: int = 16  # points per thread (register tile) at most
+    max_points: int = 64  # points per thread (register tile) at most
     max_points_reduction: int = 32  # ... when the tile holds partial sums of reductions
     time_tiles: tuple[int, ...] = (16, 32)
     unrolls: tuple[int, ...] = (1, 4)
@@ -52,6 +58,7 @@ class SpaceOptions:
     blocked: tuple[bool, ...] = (False, True)
     reduction_factors: tuple[int, ...] = (16, 32, 64, 256)  # a thread's run along a reduction
     reduction_jam: tuple[int, ...] = (16, 32)  # register tiles along a reduction
+    specialize: bool = True  # bake the tuned parameter values into each variant
 
 
 @dataclass(frozen=True)
@@ -190,7 +197,8 @@ def variants(shape: Shape, options: SpaceOptions) -> list[Variant]:
             for blocked in blocked_options:
                 result.append(Variant(candidate=shape.candidate, tile=tile_,
                                       threads=threads, jam=jam, time_tile=time_tile,
-                                      unroll=unroll, blocked=blocked, shared=shared))
+                                      unroll=unroll, blocked=blocked, shared=shared,
+                                      specialize=options.specialize))
     return result
 
 

@@ -212,7 +212,7 @@ def _write_best(args, result, summary, out: Path):
 
     best = result.best
     compiled = compile_region(args.file, args.function, best.variant, args.defines,
-                              args.include_dirs)
+                              args.include_dirs, result.params)
     if compiled.program.source != result.programs.get(best.key, compiled.program).source:
         raise PolygpuError("internal: the recompiled best variant differs from the tuned one")
     description = compile_json(compiled, dict(result.params))

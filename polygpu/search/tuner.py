@@ -89,9 +89,10 @@ class Candidate:
     """One variant and what the search learnt about it.
 
     ``stage`` is where it stopped: ``timed`` (it has a measurement), ``reused`` (its
-    measurement came from the database), ``pruned-traffic``, ``pruned-occupancy``,
-    ``pruned-threads``, ``duplicate`` (same code as ``duplicate_of``), ``invalid``
-    (polygpu or nvcc could not compile it: ``reason``), ``budget`` (not reached)."""
+    measurement came from the database), ``pruned-traffic``, ``pruned-spills``,
+    ``pruned-occupancy``, ``pruned-threads``, ``duplicate`` (same code as
+    ``duplicate_of``), ``invalid`` (polygpu or nvcc could not compile it: ``reason``),
+    ``budget`` (not reached)."""
 
     key: str
     variant: Variant
@@ -102,6 +103,7 @@ class Candidate:
     threads: int = 0  # per block (the largest over the launches)
     blocks: int = 0  # in the largest grid
     registers: int | None = None
+    spill_bytes: int = 0  # ptxas's spill stores + loads, all kernels
     occupancy: float | None = None  # resident warps / maximum, per SM (widest launch)
     concurrency: float | None = None  # fraction of the GPU's warp slots (widest launch)
     duplicate_of: str = ""
@@ -175,18 +177,23 @@ def _prepared(spec, function, defines, include_dirs):
 
 def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
                  include_dirs: tuple[str, ...], variant_json: str,
-                 params: Mapping[str, int]) -> dict:
-    """Worker: one variant -> its program and model numbers (picklable), or the error."""
+                 params: Mapping[str, int], check_params: Mapping[str, int]) -> dict:
+    """Worker: one variant -> its program and model numbers (picklable), or the error.
+    A specializing variant also gets the program of its reference check: the same
+    variant specialized at ``check_params``."""
     from polygpu.memory.traffic import estimated_traffic
     from polygpu.pipeline import compile_variant
 
     try:
         prepared = _prepared(spec, function, defines, include_dirs)
-        c = compile_variant(prepared, Variant.from_json(variant_json))
+        variant = Variant.from_json(variant_json)
+        c = compile_variant(prepared, variant, params)
+        checked = compile_variant(prepared, variant, check_params).program \
+            if variant.specialize else None
         traffic = sum(t.bytes for launch, k in zip(c.program.launches, c.kernels, strict=True)
                       for t in estimated_traffic(c.analysis.scop, k, launch.kernel,
                                                  dict(params), c.memory))
-        return {"program": c.program, "traffic": traffic,
+        return {"program": c.program, "check_program": checked, "traffic": traffic,
                 "blocks": _grid_sizes(c.program, params),
                 "function": c.program.function}
     except PolygpuError as e:
@@ -198,6 +205,7 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
 def _compile_all(spec, function, options: TuneOptions, variants: Sequence[Variant],
                  params: Mapping[str, int]) -> list[dict]:
     texts = [canonical(v.to_json()) for v in variants]
+    checks = [_check_params(options, params, v) for v in variants]
     args = (spec, function, tuple(options.defines), tuple(options.include_dirs))
     workers = max(1, min(options.jobs or os.cpu_count() or 1, len(texts)))
     if workers > 1 and len(texts) >= 8:
@@ -205,11 +213,12 @@ def _compile_all(spec, function, options: TuneOptions, variants: Sequence[Varian
         try:
             with concurrent.futures.ProcessPoolExecutor(max_workers=workers,
                                                         mp_context=ctx) as pool:
-                futures = [pool.submit(_compile_one, *args, t, dict(params)) for t in texts]
+                futures = [pool.submit(_compile_one, *args, t, dict(params), c)
+                           for t, c in zip(texts, checks, strict=True)]
                 return [f.result() for f in futures]
         except concurrent.futures.process.BrokenProcessPool:
             pass  # e.g. a __main__ that cannot be re-imported: compile here instead
-    return [_compile_one(*args, t, dict(params)) for t in texts]
+    return [_compile_one(*args, t, dict(params), c) for t, c in zip(texts, checks, strict=True)]
 
 
 # ------------------------------------------------------------------------------- prune
@@ -264,7 +273,17 @@ def check_parameters(params: Mapping[str, int], variant: Variant) -> dict[str, i
     never more than the timed size."""
     span = max(max(variant.tile), variant.time_tile or 1)
     cap = 2 * span + 19
-    return {k: min(v, cap) for k, v in params.items()}
+    if not variant.specialize:
+        return {k: min(v, cap) for k, v in params.items()}
+    # a specialized variant is checked as the same variant specialized at the check
+    # sizes: keep each size's remainder modulo the tiles, so the checked code has the
+    # same full and partial tiles (the same guards) as the timed code
+    period = math.lcm(*variant.tile, variant.time_tile or 1)
+    sizes = {}
+    for k, v in params.items():
+        r = v % period
+        sizes[k] = v if v <= cap else r + max(1, min(2, (v - r) // period)) * period
+    return sizes
 
 
 # ---------------------------------------------------------------------------------- run
@@ -298,6 +317,7 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
 
     candidates: dict[str, Candidate] = {}
     programs: dict[str, KernelProgram] = {}
+    check_programs: dict[str, KernelProgram] = {}  # of specialized variants
     seen: dict[tuple, str] = {}
     for v, c in zip(variants, compiled, strict=True):
         key = canonical(v.to_json())
@@ -318,6 +338,8 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
         else:
             seen[identity] = key
             programs[key] = program
+            if c["check_program"] is not None:
+                check_programs[key] = c["check_program"]
         candidates[key] = cand
     function_name = next((p.function for p in programs.values()), scop.function)
     digest = source_hash(_region_text(spec, prepared))
@@ -347,7 +369,7 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
             continue
         cubins[c.key] = b.binary
         program = programs[c.key]
-        regs, occ, conc, most_threads = 0, math.inf, math.inf, -1
+        regs, occ, conc, most_threads, spills = 0, math.inf, math.inf, -1, 0
         for launch, blocks in zip(program.launches, _grid_sizes(program, params),
                                   strict=True):
             res = b.resources.get(launch.kernel)
@@ -356,12 +378,25 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
             o, k = concurrency(math.prod(launch.block), r, smem, blocks,
                                   limits.multiprocessors, limits)
             regs = max(regs, r)
+            spills += (res.spill_stores + res.spill_loads) if res else 0
             # the launch with the most threads stands for the program: a small
             # initialisation kernel beside it says nothing about the bandwidth drawn
             if blocks * math.prod(launch.block) > most_threads:
                 most_threads, occ, conc = blocks * math.prod(launch.block), o, k
-        candidates[c.key] = replace(c, registers=regs, occupancy=occ, concurrency=conc)
+        candidates[c.key] = replace(c, registers=regs, occupancy=occ, concurrency=conc,
+                                    spill_bytes=spills)
     kept = [c for c in candidates.values() if c.stage == "kept"]
+
+    if options.strategy == "model" and kept:
+        # a register tile that does not fit the registers the block size leaves (ptxas
+        # caps them by __launch_bounds__) spills to local memory: traffic the model does
+        # not count, and it costs far more than the tile saves
+        for c in kept:
+            if c.spill_bytes:
+                candidates[c.key] = replace(c, stage="pruned-spills", reason=(
+                    f"ptxas spills {c.spill_bytes} bytes of registers to local memory "
+                    f"({c.registers} registers per thread, {c.threads} threads per block)"))
+        kept = [c for c in candidates.values() if c.stage == "kept"]
 
     if options.strategy == "model" and kept:
         widest = max(c.threads for c in kept)  # the space's own largest block
@@ -401,6 +436,7 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
             continue
         else:
             job = Job(key=c.key, spec=spec, function=function, program=programs[c.key],
+                      check_program=check_programs.get(c.key),
                       params=dict(params), check_params=_check_params(options, params,
                                                                       c.variant),
                       defines=tuple(options.defines),

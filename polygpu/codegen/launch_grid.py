@@ -1,0 +1,80 @@
+"""How many blocks a kernel launches along each axis.
+
+The launch plan gives each axis's block count as a C expression over the parameters
+(:func:`grid_expression`, evaluated by the runtimes).  A kernel specialised for known
+parameter values also needs that count *here*: the launched grid bounds the block ids,
+and telling isl so removes the guards of blocks that can never be partial
+(:func:`block_count`, the same arithmetic on numbers).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from fractions import Fraction
+
+import islpy as isl
+
+
+def _fraction(val: isl.Val) -> Fraction:
+    return Fraction(str(val))
+
+
+def _linear_bound(aff: isl.Aff, upper: bool) -> tuple[dict[str, Fraction], Fraction]:
+    """A div-free affine bound of ``aff`` over the parameters (above if ``upper``):
+    each ``floor(x)`` is bounded by ``x`` on one side and ``x - 1`` on the other."""
+    coeffs: dict[str, Fraction] = {}
+    for k in range(aff.dim(isl.dim_type.param)):
+        c = _fraction(aff.get_coefficient_val(isl.dim_type.param, k))
+        if c:
+            coeffs[aff.get_dim_name(isl.dim_type.param, k)] = c
+    const = _fraction(aff.get_constant_val())
+    for k in range(aff.dim(isl.dim_type.div)):
+        c = _fraction(aff.get_coefficient_val(isl.dim_type.div, k))
+        if not c:
+            continue
+        # c * floor(x): push x the way that makes c * floor(x) extreme in our direction
+        x_upper = (c > 0) == upper
+        inner, inner_const = _linear_bound(aff.get_div(k), x_upper)
+        if not x_upper:
+            inner_const -= 1  # floor(x) >= x - 1
+        for name, v in inner.items():
+            coeffs[name] = coeffs.get(name, Fraction(0)) + c * v
+        const += c * inner_const
+    return {n: v for n, v in coeffs.items() if v}, const
+
+
+def grid_expression(extent: isl.PwAff, tile: int) -> str:
+    """Blocks needed along one axis, as a C expression over the parameters: for an
+    upper bound ``N / D`` of the shifted coordinate (one per piece of ``extent``),
+    ``floor(N / (D * tile)) + 1`` written as ``max(N + D * tile, 0) / (D * tile)``, and
+    at least one block."""
+    counts = []
+    for _, aff in extent.get_pieces():
+        coeffs, const = _linear_bound(aff, upper=True)
+        denominator = math.lcm(const.denominator, *(v.denominator for v in coeffs.values()))
+        divisor = denominator * tile
+        terms = []
+        for name, v in coeffs.items():
+            c = int(v * denominator)
+            terms.append(name if c == 1 else f"{c} * {name}")
+        terms.append(str(int(const * denominator) + divisor))
+        numerator = " + ".join(terms).replace("+ -", "- ")
+        counts.append(f"max({numerator}, 0) / {divisor}")
+    text = counts[0]
+    for c in counts[1:]:
+        text = f"max({text}, {c})"
+    return f"max({text}, 1)"  # a launch needs a block even when the domain is empty
+
+
+def block_count(extent: isl.PwAff, tile: int, values: Mapping[str, int]) -> int:
+    """The value of ``grid_expression(extent, tile)`` at the parameter ``values``."""
+    counts = [1]
+    for _, aff in extent.get_pieces():
+        coeffs, const = _linear_bound(aff, upper=True)
+        denominator = math.lcm(const.denominator, *(v.denominator for v in coeffs.values()))
+        divisor = denominator * tile
+        numerator = sum(int(v * denominator) * values[name] for name, v in coeffs.items())
+        numerator += int(const * denominator) + divisor
+        counts.append(max(numerator, 0) // divisor)
+    return max(counts)
