@@ -82,6 +82,21 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
     tr = found[variant.candidate]
     kernels = tile(an.scop, an.dependences_with(tr.atomic), tr, variant)
     memory = plan_memory(an, tr, kernels, variant)
+    return Compiled(prepared.spec, an, found, tr, variant, kernels,
+                    _generate(an, tr, variant, kernels, memory, params), memory)
+
+
+def program_at(compiled: Compiled, params: Mapping[str, int]) -> KernelProgram:
+    """The compiled variant's code for other ``params`` (a specializing variant's
+    reference-check twin): the tiling and memory plan are parametric, only the code
+    generator runs again."""
+    return _generate(compiled.analysis, compiled.transformation, compiled.variant,
+                     compiled.kernels, compiled.memory, params)
+
+
+def _generate(an: Analysis, tr: Transformation, variant: Variant,
+              kernels: tuple[TiledKernel, ...], memory: MemoryPlan,
+              params: Mapping[str, int] | None) -> KernelProgram:
     comment = describe(tr, variant)
     scop = an.scop
     if variant.specialize:
@@ -92,8 +107,7 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
         scop = scop.specialized(params)
         comment += "\nspecialized for " + ", ".join(
             f"{k}={v}" for k, v in scop.fixed_parameters.items())
-    return Compiled(prepared.spec, an, found, tr, variant, kernels,
-                    generate(scop, kernels, comment, memory), memory)
+    return generate(scop, kernels, comment, memory)
 
 
 def describe(tr: Transformation, variant: Variant) -> str:

@@ -34,9 +34,12 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from polygpu.cli import _parse_params
-    from polygpu.errors import PolygpuError
-    from polygpu.pipeline import compile_variant, prepare
+    from polygpu.frontend import load
+    from polygpu.model.analysis import analyze
+    from polygpu.model.build import build_scop
+    from polygpu.pipeline import Prepared, compile_variant
     from polygpu.runtime import gpu, inputs
+    from polygpu.schedule.candidates import candidates
     from polygpu.schedule.tiling import Variant
     from polygpu.search import peers
 
@@ -45,11 +48,10 @@ def main(argv=None) -> int:
     if args.variants:
         with open(args.variants, encoding="utf-8") as f:
             variants += [Variant.from_json(v) for v in json.load(f)]
-    prepared = prepare(args.file)
-    scop = prepared.analysis.scop
-    from polygpu.frontend import load
-
-    source = load(args.file)
+    source = load(args.file)  # parsed once: the reference inputs and the model
+    analysis = analyze(build_scop(source))
+    prepared = Prepared(args.file, analysis, candidates(analysis))
+    scop = analysis.scop
     ints = inputs.integer_parameters(source, params)
     shapes = inputs.array_shapes(source, ints)
     fresh = inputs.random_values(source, ints, shapes, np.random.default_rng(7))
@@ -88,13 +90,13 @@ def main(argv=None) -> int:
                 row["gflops"] = flops / timing.median_ms / 1e6
             if peer is not None and peer.ok:
                 row["x_peer"] = peer.median_ms / timing.median_ms
-        except (PolygpuError, gpu.GpuUnavailableError, Exception) as e:  # report, go on
+        except Exception as e:  # a failing variant is reported, the probe goes on
             row["status"] = "failed"
             row["reason"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         rows.append(row)
         print(json.dumps(row), flush=True)
     out = {"file": args.file, "params": params, "date": datetime.date.today().isoformat(),
-           "device": gpu.device_name() if hasattr(gpu, "device_name") else "",
+           "device": peer.device if peer else "",
            "peer": peer.to_json() if peer else None, "rows": rows}
     if peer is not None and peer.ok and flops:
         out["peer_gflops"] = flops / peer.median_ms / 1e6

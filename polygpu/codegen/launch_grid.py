@@ -50,15 +50,9 @@ def grid_expression(extent: isl.PwAff, tile: int) -> str:
     ``floor(N / (D * tile)) + 1`` written as ``max(N + D * tile, 0) / (D * tile)``, and
     at least one block."""
     counts = []
-    for _, aff in extent.get_pieces():
-        coeffs, const = _linear_bound(aff, upper=True)
-        denominator = math.lcm(const.denominator, *(v.denominator for v in coeffs.values()))
-        divisor = denominator * tile
-        terms = []
-        for name, v in coeffs.items():
-            c = int(v * denominator)
-            terms.append(name if c == 1 else f"{c} * {name}")
-        terms.append(str(int(const * denominator) + divisor))
+    for coeffs, const, divisor in _piece_counts(extent, tile):
+        terms = [name if c == 1 else f"{c} * {name}" for name, c in coeffs.items()]
+        terms.append(str(const))
         numerator = " + ".join(terms).replace("+ -", "- ")
         counts.append(f"max({numerator}, 0) / {divisor}")
     text = counts[0]
@@ -69,12 +63,19 @@ def grid_expression(extent: isl.PwAff, tile: int) -> str:
 
 def block_count(extent: isl.PwAff, tile: int, values: Mapping[str, int]) -> int:
     """The value of ``grid_expression(extent, tile)`` at the parameter ``values``."""
-    counts = [1]
+    return max([1] + [max(sum(c * values[name] for name, c in coeffs.items()) + const, 0)
+                      // divisor for coeffs, const, divisor in _piece_counts(extent, tile)])
+
+
+def _piece_counts(extent: isl.PwAff, tile: int) -> list[tuple[dict[str, int], int, int]]:
+    """Per piece of ``extent``, blocks = ``max(sum(c * p) + const, 0) // divisor`` as
+    integer ``(coefficients, const, divisor)``: the upper bound ``N / D`` of the shifted
+    coordinate scaled to integers, ``const`` including the ``+ D * tile``."""
+    pieces = []
     for _, aff in extent.get_pieces():
         coeffs, const = _linear_bound(aff, upper=True)
         denominator = math.lcm(const.denominator, *(v.denominator for v in coeffs.values()))
         divisor = denominator * tile
-        numerator = sum(int(v * denominator) * values[name] for name, v in coeffs.items())
-        numerator += int(const * denominator) + divisor
-        counts.append(max(numerator, 0) // divisor)
-    return max(counts)
+        pieces.append(({name: int(v * denominator) for name, v in coeffs.items()},
+                       int(const * denominator) + divisor, divisor))
+    return pieces

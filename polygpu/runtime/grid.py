@@ -13,9 +13,11 @@ comparisons, ``%``, casts, suffixed literals -- is refused before either backend
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Mapping
 from functools import lru_cache
 
+from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 
 
@@ -94,6 +96,14 @@ def names(text: str) -> frozenset[str]:
     return frozenset(
         n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in callees
     )
+
+
+def launch_blocks(program: KernelProgram, values: Mapping[str, int]) -> list[int]:
+    """Thread blocks of each of ``program``'s launches at parameter ``values`` (refused
+    when the program was specialized for others)."""
+    params = {p: int(values[p]) for p in program.parameters}
+    program.check_parameters(params)
+    return [math.prod(evaluate(e, params) for e in launch.grid) for launch in program.launches]
 
 
 def evaluate(text: str, values: Mapping[str, int]) -> int:

@@ -58,6 +58,7 @@ from pathlib import Path
 import polygpu
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
+from polygpu.runtime import grid
 from polygpu.runtime.compiler import CompileError
 from polygpu.search.measurement import Environment, Job, Measurement, Runner
 from polygpu.search.occupancy import Resources, parse_ptxas
@@ -419,23 +420,13 @@ def _run_job(job, backend, repeats, warmup, l2_bytes, state) -> Measurement:
     values = inputs.random_values(source, ints, shapes, np.random.default_rng(job.seed))
     total = sum(v.nbytes for v in values.values() if isinstance(v, np.ndarray))
     extra["bytes"] = total
-    extra["blocks"] = _blocks(job.program, ints)
+    extra["blocks"] = grid.launch_blocks(job.program, ints)
     if backend == "gpu":
         times = _time_gpu(job.program, values, total, repeats, warmup, l2_bytes, device, extra)
     else:
         times = _time_cpu(compiled, values, total, repeats, warmup, l2_bytes, extra)
     return Measurement(job.key, "ok", time_ms=statistics.median(times), times_ms=tuple(times),
                        check=state["check"], extra=extra)
-
-
-def _blocks(program: KernelProgram, ints: Mapping[str, int]) -> list[int]:
-    """Thread blocks per launch: whether the inputs fill the chip (compare ``sms``)."""
-    from polygpu.runtime import grid
-
-    params = {p: int(ints[p]) for p in program.parameters}
-    program.check_parameters(params)
-    return [math.prod(grid.evaluate(e, params) for e in launch.grid)
-            for launch in program.launches]
 
 
 def _rotated(values: Mapping[str, object], k: int) -> list[dict[str, object]]:

@@ -46,6 +46,7 @@ from functools import lru_cache
 
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
+from polygpu.runtime.grid import launch_blocks
 from polygpu.schedule.tiling import Variant
 from polygpu.search.measurement import (
     Environment,
@@ -182,19 +183,18 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
     A specializing variant also gets the program of its reference check: the same
     variant specialized at ``check_params``."""
     from polygpu.memory.traffic import estimated_traffic
-    from polygpu.pipeline import compile_variant
+    from polygpu.pipeline import compile_variant, program_at
 
     try:
         prepared = _prepared(spec, function, defines, include_dirs)
         variant = Variant.from_json(variant_json)
         c = compile_variant(prepared, variant, params)
-        checked = compile_variant(prepared, variant, check_params).program \
-            if variant.specialize else None
+        checked = program_at(c, check_params) if variant.specialize else None
         traffic = sum(t.bytes for launch, k in zip(c.program.launches, c.kernels, strict=True)
                       for t in estimated_traffic(c.analysis.scop, k, launch.kernel,
                                                  dict(params), c.memory))
         return {"program": c.program, "check_program": checked, "traffic": traffic,
-                "blocks": _grid_sizes(c.program, params),
+                "blocks": launch_blocks(c.program, params),
                 "function": c.program.function}
     except PolygpuError as e:
         return {"error": str(e).splitlines()[0]}
@@ -370,7 +370,7 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
         cubins[c.key] = b.binary
         program = programs[c.key]
         regs, occ, conc, most_threads, spills = 0, math.inf, math.inf, -1, 0
-        for launch, blocks in zip(program.launches, _grid_sizes(program, params),
+        for launch, blocks in zip(program.launches, launch_blocks(program, params),
                                   strict=True):
             res = b.resources.get(launch.kernel)
             r = res.registers if res else 0
@@ -465,13 +465,6 @@ def _check_params(options: TuneOptions, params, variant) -> dict[str, int]:
     if options.check_params is not None:
         return dict(options.check_params)
     return check_parameters(params, variant)
-
-
-def _grid_sizes(program: KernelProgram, params: Mapping[str, int]) -> list[int]:
-    from polygpu.runtime import grid
-
-    return [math.prod(grid.evaluate(e, params) for e in launch.grid)
-            for launch in program.launches]
 
 
 def _region_text(spec: str, prepared) -> str:
