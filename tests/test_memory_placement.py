@@ -36,7 +36,8 @@ def test_mv_stages_a_and_y_per_time_tile_and_keeps_x_in_a_register():
     # a column of the tile per warp access: stride 33 after padding, conflict-free
     assert b["a"].decision.degrees["S1.0 a[i][j]"] == 1
     src = c.program.source
-    assert "__shared__ float a_sh[128][33];" in src and "__shared__ float y_sh[32];" in src
+    assert "__shared__ __align__(16) float a_sh[128][33];" in src
+    assert "__shared__ __align__(16) float y_sh[32];" in src
     assert src.count("__syncthreads();") >= 2
     # x is loaded once and stored once, around the whole kernel
     assert len(re.findall(r"x\[\(128 \* bx \+ tx\) \+ pg_u0\] = x_reg", src)) == 1

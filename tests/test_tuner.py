@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -275,8 +276,26 @@ def test_predicted_cost_and_check_parameters():
     low = Candidate("a", v, "kept", traffic_bytes=1000, concurrency=0.05, blocks=500)
     high = Candidate("b", v, "kept", traffic_bytes=1000, concurrency=0.5, blocks=500)
     few = Candidate("c", v, "kept", traffic_bytes=1000, concurrency=0.5, blocks=33)
-    assert predicted_cost(low) == pytest.approx(5000) and predicted_cost(high) == 1000
-    assert predicted_cost(few, sms=132) == pytest.approx(4000)  # a quarter of the SMs
+    second = 1000 / SM_90.dram_bytes_per_s  # memory-bound: traffic over bandwidth
+    assert predicted_cost(high) == pytest.approx(second)
+    assert predicted_cost(low) == pytest.approx(5 * second)  # a fifth of the bandwidth
+    assert predicted_cost(few) == pytest.approx(4 * second)  # a quarter of the SMs
+    # compute-bound (mm-like): the issue time of instances and operand loads decides,
+    # so a register tile with fewer loads per instance comes first at equal traffic
+    rate = SM_90.multiprocessors * SM_90.fp32_lanes_per_sm * SM_90.clock_hz
+    tile8 = Candidate("d", v, "kept", traffic_bytes=1000, concurrency=0.5, blocks=500,
+                      instances=10**12, operand_loads=10**12 // 16)
+    tile2 = replace(tile8, key="e", operand_loads=10**12)
+    assert predicted_cost(tile8) == pytest.approx((10**12 + 10**12 // 16) / rate)
+    assert predicted_cost(tile8) < predicted_cost(tile2)
+    # issue needs fewer warps than hiding DRAM latency: 1/8 of the slots saturate it
+    eighth = replace(tile8, key="f", concurrency=0.125)
+    assert predicted_cost(eighth) == pytest.approx(predicted_cost(tile8))
+    # a prefetching staged kernel's memory time does not depend on its concurrency
+    staged = Variant(tile=(4, 64), threads=(4, 32), time_tile=16, prefetch=True)
+    early = Candidate("g", staged, "kept", traffic_bytes=1000, concurrency=0.05,
+                      blocks=500, prefetched=True)
+    assert predicted_cost(early) == pytest.approx(second)
     assert check_parameters({"n": 4096, "m": 10}, v) == {"n": 2 * 64 + 19, "m": 10}
     # specialized: the same remainder modulo the tiles as the timed size
     s = Variant(tile=(128, 128), threads=(16, 16), time_tile=32, specialize=True)

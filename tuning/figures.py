@@ -40,10 +40,11 @@ from polygpu.search.tuner import TuneOptions, tune
 ROOT = Path(__file__).resolve().parent.parent
 
 # the exhaustive comparison's space: the paper's candidate, two block sizes, two x
-# extents, register tiles up to 8 x 8, one time tile (64 points for mm)
+# extents, register tiles up to 8 x 8 (in runs of 4 points), one time tile (64 points
+# for mm)
 REDUCED = SpaceOptions(candidates=1, thread_totals=(256, 128), x_threads=(16, 32),
-                       factors=(1, 2, 4, 8), time_tiles=(32,), unrolls=(1,),
-                       shared=(True,), blocked=(False,))
+                       factors=(1, 2, 4, 8), time_tiles=(16,), unrolls=(1,),
+                       chunks=(4,), shared=(True,), blocked=(False,))
 
 
 def run_one(kernel: str, n: int, runner, limits, db, budget, strategy="model",

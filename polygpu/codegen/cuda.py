@@ -84,9 +84,16 @@ class Emitter:
         raise TypeError(f"unexpected AST node type {t}")
 
     def _contains_for(self, n: isl.AstNode) -> bool:
+        """Whether ``n`` holds a loop -- placeholders of a staged kernel count: the tile
+        loops around them are not to be unrolled (copies, barriers, the whole work)."""
         t = n.get_type()
         if t == isl.ast_node_type.for_:
             return True
+        if t == isl.ast_node_type.user:
+            call = n.user_get_expr()
+            return call.get_op_arg(0).get_id().get_name() not in self.statements
+        if t == isl.ast_node_type.mark:
+            return self._contains_for(n.mark_get_node())
         if t == isl.ast_node_type.block:
             children = n.block_get_children()
             return any(self._contains_for(children.get_at(k))

@@ -61,23 +61,33 @@ def constant_name(name: str) -> str:
 @dataclass(frozen=True)
 class BufferView:
     """How references to an array print when the memory stage gave it a buffer:
-    ``name[(e_0 - base_0) / stride_0][...]``; ``base`` holds C expressions."""
+    ``name[(e_0 - base_0) / stride_0][...]``, or for a chunked dimension (runs of ``w``
+    elements ``stride`` apart) ``[(e - base) / stride * w + (e - base) % stride]``;
+    ``base`` holds C expressions."""
 
     name: str
     base: tuple[str, ...]
     stride: tuple[int, ...]
     extents: tuple[int, ...]
+    chunk: tuple[int, ...] = ()
+    order: tuple[int, ...] = ()  # storage order of the dimensions (empty: as written)
 
     def subscript(self, subs: list[str]) -> str:
         parts = []
-        for sub, base, stride, extent in zip(subs, self.base, self.stride, self.extents,
-                                             strict=True):
+        chunks = self.chunk or (1,) * len(self.extents)
+        for sub, base, stride, extent, w in zip(subs, self.base, self.stride, self.extents,
+                                                chunks, strict=True):
             if extent == 1:
                 parts.append("[0]")  # a constant index keeps register tiles in registers
+            elif w > 1:
+                offset = f"(({sub}) - ({base}))"
+                parts.append(f"[{offset} / {stride} * {w} + {offset} % {stride}]")
             elif stride == 1:
                 parts.append(f"[({sub}) - ({base})]")
             else:
                 parts.append(f"[(({sub}) - ({base})) / {stride}]")
+        if self.order:
+            parts = [parts[d] for d in self.order]
         return self.name + "".join(parts)
 
 

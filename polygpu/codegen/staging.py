@@ -52,7 +52,7 @@ def c_expr(pa: isl.PwAff) -> str:
 
 def view(buffer: Buffer) -> BufferView:
     return BufferView(buffer.name, tuple(c_expr(b) for b in buffer.box.base),
-                      buffer.box.stride, buffer.box.extents)
+                      buffer.box.stride, buffer.box.extents, buffer.box.chunk, buffer.order)
 
 
 def declarations(buffers: list[Buffer], dynamic: bool) -> list:
@@ -72,7 +72,7 @@ def declarations(buffers: list[Buffer], dynamic: bool) -> list:
                 f"({DYNAMIC} + {offset});"))
             offset += -(-b.bytes // 16) * 16
         else:
-            out.append(cgen.Line(f"__shared__ {ctype} {b.name}{dims};"))
+            out.append(cgen.Line(f"__shared__ __align__(16) {ctype} {b.name}{dims};"))
     return out
 
 
@@ -93,7 +93,13 @@ def _guard(footprint: isl.Set, buffer: Buffer, names: list[str], known: isl.Set 
     for k in range(d):
         var = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(u_space), isl.dim_type.set, k)
         base = box.base[k].align_params(u_space).insert_dims(isl.dim_type.in_, 0, d)
-        pma = isl.PwMultiAff.from_pw_aff(base.add(var.scale_val(isl.Val(box.stride[k]))))
+        w = box.chunks[k]
+        if w > 1:  # base + stride * floor(u / w) + u mod w
+            offset = var.scale_down_val(isl.Val(w)).floor().scale_val(
+                isl.Val(box.stride[k])).add(var.mod_val(isl.Val(w)))
+        else:
+            offset = var.scale_val(isl.Val(box.stride[k]))
+        pma = isl.PwMultiAff.from_pw_aff(base.add(offset))
         element = pma if element is None else element.flat_range_product(pma)
     element = element.set_tuple_id(isl.dim_type.out, space.get_tuple_id(isl.dim_type.set))
     inside = footprint.preimage_pw_multi_aff(element)  # { [u] : base + stride u in F }
@@ -115,8 +121,10 @@ def _element(buffer: Buffer, u: list[str]) -> list[str]:
     """C expressions of the array subscripts of buffer element ``u``."""
     out = []
     for k, base in enumerate(view(buffer).base):
-        stride = buffer.box.stride[k]
+        stride, w = buffer.box.stride[k], buffer.box.chunks[k]
         term = u[k] if stride == 1 else f"{stride} * {u[k]}"
+        if w > 1:
+            term = f"{stride} * ({u[k]} / {w}) + {u[k]} % {w}"
         out.append(f"({base}) + {term}")
     return out
 
@@ -133,8 +141,13 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
               direction: str) -> list:
     """Copy-in (``direction='in'``, global -> buffer, guarded by the read footprint) or
     copy-out (buffer -> global, guarded by the write footprint), for shared buffers a
-    loop dealt to all threads, for registers a fully unrolled loop of one thread."""
-    footprint = buffer.reads if direction == "in" else buffer.writes
+    loop dealt to all threads, for registers a fully unrolled loop of one thread.
+
+    A prefetched shared copy-in comes in two halves, ``'load'`` (global -> the thread's
+    prefetch registers) and ``'store'`` (those registers -> the buffer): an unrolled loop
+    over the thread's ``ceil(size / threads)`` elements, so all its loads are in flight
+    at once."""
+    footprint = buffer.writes if direction == "out" else buffer.reads
     extents = buffer.box.extents
     u = [f"pg_u{k}" for k in range(len(extents))]
     # a shared copy runs exactly where its footprint is not empty (its placeholder's
@@ -147,10 +160,14 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
         known = known.intersect_params(blocks.align_params(known.get_space()))
     n_threads = kernel.n_threads
     guard = _guard(footprint, buffer, u, known)
-    local = f"{buffer.name}{''.join(f'[{x}]' for x in u)}"
+    # the loop runs through the box in the array's order (coalesced global accesses);
+    # the buffer may store it in another
+    local = f"{buffer.name}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
     subs = _element(buffer, u)
     global_ref = f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
-    move = f"{local} = {global_ref};" if direction == "in" else f"{global_ref} = {local};"
+    staged = f"{prefetch_name(buffer)}[pg_q]"
+    move = {"in": f"{local} = {global_ref};", "out": f"{global_ref} = {local};",
+            "load": f"{staged} = {global_ref};", "store": f"{local} = {staged};"}[direction]
     if buffer.atomic:  # partial sums: start from zero, add to the array atomically
         add = atomic_function(kernel, [s for s in kernel.atomic
                                        if scop.statement(s).writes[0].array == buffer.array])
@@ -172,8 +189,72 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
             value = f"{value} % {extents[k]}"
         unpack.insert(0, cgen.Line(f"const int {u[k]} = {value};"))
         stride *= extents[k]
+    if direction in ("load", "store"):
+        inner = cgen.Block(unpack + list(body.contents))
+        if size % n_threads:
+            inner = cgen.Block([cgen.If(f"pg_i < {size}", inner)])
+        return [cgen.Block([cgen.Pragma("unroll"), cgen.For(
+            "int pg_q = 0", f"pg_q < {prefetch_count(buffer, kernel)}", "pg_q += 1",
+            cgen.Block([cgen.Line(f"const int pg_i = {TID} + {n_threads} * pg_q;")]
+                       + list(inner.contents)))])]
     return [cgen.For(f"int pg_i = {TID}", f"pg_i < {size}", f"pg_i += {n_threads}",
                      cgen.Block(unpack + list(body.contents)))]
+
+
+MAX_PREFETCH = 32  # prefetch registers per thread, over all buffers of a kernel
+
+
+def prefetch_name(buffer: Buffer) -> str:
+    return f"pg_pf_{buffer.name}"
+
+
+def prefetch_count(buffer: Buffer, kernel: TiledKernel) -> int:
+    """Elements of ``buffer`` one thread copies per tile."""
+    return -(-buffer.box.size // kernel.n_threads)
+
+
+def prefetched(scop: Scop, kernel: TiledKernel, buffers: list[Buffer]) -> list[Buffer]:
+    """The shared buffers whose copy-ins ``kernel`` pipelines through registers: those
+    of the deepest tile level (the loop that steps through the tiles) of arrays the
+    kernel never writes -- so loading the next tile early cannot read a value the
+    current one is still producing -- within :data:`MAX_PREFETCH` registers."""
+    shared = [b for b in buffers if b.space == "shared"]
+    if not kernel.prefetch or not shared:
+        return []
+    depth = max(b.level for b in shared)
+    written = {a.array for a in scop.accesses
+               if a.kind == "write" and a.statement in kernel.statements}
+    chosen, used = [], 0
+    for b in shared:
+        if depth == 0 or b.level != depth or b.reads is None or b.writes is not None \
+                or b.array in written:
+            continue
+        if used + prefetch_count(b, kernel) > MAX_PREFETCH:
+            continue
+        used += prefetch_count(b, kernel)
+        chosen.append(b)
+    return chosen
+
+
+def _shifted(s: isl.Set, by: int) -> isl.Set:
+    """``{ o : o + by e_last in s }``: where the next (``by = 1``) or the previous
+    (``by = -1``) iteration of the innermost tile level lies in ``s``."""
+    n = s.dim(isl.dim_type.set)
+    its = [f"o{k}" for k in range(n)]
+    moved = its[:-1] + [f"{its[-1]} + {by}" if by >= 0 else f"{its[-1]} - {-by}"]
+    ma = isl.MultiAff(f"{{ [{', '.join(its)}] -> [{', '.join(moved)}] }}")
+    return s.preimage_multi_aff(ma.align_params(s.get_space()))
+
+
+def _condition(s: isl.Set, known: isl.Set) -> str:
+    """``s`` (a parameter set) as a C condition, simplified where ``known`` holds."""
+    known = known.align_params(s.get_space())
+    s = s.align_params(known.get_space())
+    if known.is_subset(s):
+        return "1"
+    if s.intersect(known).is_empty():
+        return "0"
+    return isl.AstBuild.from_context(known).expr_from_set(s).to_C_str()
 
 
 def _bind(names: list[str], args: list[str], code: list) -> list:
@@ -243,6 +324,11 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
             pieces.append(_schedule_of(name, where, b.level, order, depth))
     schedule = union_of(pieces)
     context = thread_context(scop, kernel, threads=False).align_params(tile.get_space())
+    early = prefetched(scop, kernel, buffers)
+    wheres = {name: w for name, w in ((f"pg_in_{b.name}", _projection(
+        scop, kernel, b.level, {a.statement for a in scop.accesses
+                                if a.array == b.array and a.statement in b.statements
+                                and a.kind == "read"})) for b in early)}
     build = isl.AstBuild.from_context(context)
     if depth:
         build = build.set_iterators(ids(iterators))
@@ -252,17 +338,44 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
         if name == "pg_tile":
             tile_params = _tile_params(tile, kernel, depth)
             inner = _inner_ast(scop, kernel, depth, tile_params)
-            code = _bind(levels, args, emitter_factory(None).node(inner))
+            loads = []
+            known = _tile_params(tile, kernel, depth).intersect_params(context)
+            for b in early:  # the next tile's elements, into registers, during the work
+                where = _tile_params(_shifted(wheres[f"pg_in_{b.name}"], 1), kernel, depth)
+                cond = _condition(where, known)
+                if cond == "0":
+                    continue
+                last = levels[-1]
+                load = cgen.Block([cgen.Line(f"const int {last} = pg_next;")]
+                                  + copy_loop(b, printer, kernel, scop, "load"))
+                block = cgen.Block([cgen.Line(f"const int pg_next = {last} + 1;"), load])
+                loads.append(block if cond == "1" else cgen.If(cond, block))
+            work = emitter_factory(None).node(inner)
             # the copies before it are done; its reads are done before the next copies
-            return [cgen.Line("__syncthreads();")] + code + [cgen.Line("__syncthreads();")]
+            return _bind(levels, args, [cgen.Line("__syncthreads();")] + loads + work
+                         + [cgen.Line("__syncthreads();")])
         b, direction = by_name[name]
+        if b in early and direction == "in":
+            # registers -> buffer, loaded by the previous tile's work unless there was
+            # none (the first tile of a run): then load them here first
+            where = wheres[name]
+            known = _tile_params(where, kernel, depth).intersect_params(context)
+            first = _tile_params(where.subtract(_shifted(tile, -1)), kernel, depth)
+            cond = _condition(first, known)
+            load = [] if cond == "0" else copy_loop(b, printer, kernel, scop, "load")
+            if load and cond != "1":
+                load = [cgen.If(cond, cgen.Block(load))]
+            code = _bind(levels, args, load + copy_loop(b, printer, kernel, scop, "store"))
+            return code
         code = _bind(levels[:b.level], args, copy_loop(b, printer, kernel, scop, direction))
         # copy-ins need no barrier of their own (the tile's first one covers all of them,
         # and every element is written by the same thread each time); a copy-out reads
         # what the next copy-in may overwrite
         return code + ([cgen.Line("__syncthreads();")] if direction == "out" else [])
 
-    return emitter_factory(user).node(ast)
+    registers = [cgen.Line(f"{ir.DTYPES[b.dtype][0]} {prefetch_name(b)}"
+                           f"[{prefetch_count(b, kernel)}];") for b in early]
+    return registers + emitter_factory(user).node(ast)
 
 
 def _tile_params(tile: isl.Set, kernel: TiledKernel, depth: int) -> isl.Set:

@@ -11,7 +11,11 @@ A :class:`Box` is the smallest strided box around a footprint: per array dimensi
 base (the least element, a piecewise affine function of the parameters), a stride found
 by isl's stride detection (``y[i]`` of a thread with cyclic points ``tx + 32 r`` has
 stride 32) and a constant extent, the largest over all parameter values -- or None when
-no constant bounds it (the footprint grows with ``n``).
+no constant bounds it (the footprint grows with ``n``).  A thread dealt *chunks* of
+points (``chunk`` in the variant: ``4 tx + 64 v + u``, ``u < 4``) touches runs of ``w``
+consecutive elements a period apart; isl finds no stride there, so the box records the
+run length ``chunk`` and the period as its stride: element ``u`` is
+``base + stride * (u / w) + u % w``.
 """
 
 from __future__ import annotations
@@ -65,11 +69,17 @@ def footprint(scop: Scop, kernel: TiledKernel, array: str, kind: str, level: int
 
 @dataclass(frozen=True)
 class Box:
-    """``e_d = base_d + stride_d * u_d`` with ``0 <= u_d < extents_d``."""
+    """``e_d = base_d + stride_d * (u_d / w_d) + u_d % w_d`` with ``0 <= u_d < extents_d``
+    and ``w_d = chunk[d]`` (1, a plain strided box, when ``chunk`` is empty)."""
 
     base: tuple[isl.PwAff, ...]
     stride: tuple[int, ...]
     extents: tuple[int, ...]
+    chunk: tuple[int, ...] = ()
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        return self.chunk or (1,) * len(self.extents)
 
     @property
     def size(self) -> int:
@@ -90,11 +100,50 @@ def _stride(s: isl.Set, d: int) -> int:
     return value if isinstance(value, int) and value > 0 else 1
 
 
+MAX_CHUNK_SEARCH = 4096  # widest dimension whose offsets are enumerated for chunks
+
+
+def _offsets(s: isl.Set, d: int, lo: isl.PwAff, context: isl.Set) -> list[int] | None:
+    """``{ e_d - lo }`` over all parameter values in ``context``, as sorted integers."""
+    n = s.dim(isl.dim_type.set)
+    alone = s.project_out(isl.dim_type.set, d + 1, n - d - 1).project_out(
+        isl.dim_type.set, 0, d).reset_tuple_id()
+    var = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(alone.get_space()),
+                                  isl.dim_type.set, 0)
+    low = lo.align_params(alone.get_space()).insert_dims(isl.dim_type.in_, 0, 1)
+    offsets = isl.Map.from_pw_aff(var.sub(low).intersect_domain(alone)).range()
+    offsets = offsets.intersect_params(context.align_params(offsets.get_space()))
+    offsets = offsets.project_out(isl.dim_type.param, 0, offsets.dim(isl.dim_type.param))
+    if not offsets.is_bounded():
+        return None
+    values = []
+    offsets.foreach_point(lambda p: values.append(
+        p.get_coordinate_val(isl.dim_type.set, 0).to_python()))
+    return sorted(values)
+
+
+def _chunks(offsets: list[int]) -> tuple[int, int] | None:
+    """``(w, period)`` when every offset is ``period * p + q`` with ``q < w`` and the
+    offsets are not one contiguous run: runs of ``w`` a period apart."""
+    if not offsets or offsets[0] != 0:
+        return None
+    w = 1
+    while w < len(offsets) and offsets[w] == w:
+        w += 1
+    if w == len(offsets) or w == 1:
+        return None
+    period = offsets[w]
+    if period % w or any(o % period >= w for o in offsets):
+        return None
+    return w, period
+
+
 def bounding_box(s: isl.Set, context: isl.Set) -> Box | None:
-    """The strided box around ``s`` (see module doc), or None if unbounded."""
+    """The strided (or chunked) box around ``s`` (see module doc), or None if
+    unbounded."""
     if s.is_empty():
         return None
-    base, strides, extents = [], [], []
+    base, strides, extents, chunks = [], [], [], []
     for d in range(s.dim(isl.dim_type.set)):
         lo = s.dim_min(d)
         hi = s.dim_max(d)
@@ -109,6 +158,18 @@ def bounding_box(s: isl.Set, context: isl.Set) -> Box | None:
         if not top.is_int():  # infinite: the footprint grows with a parameter
             return None
         base.append(lo.coalesce())
-        strides.append(stride)
-        extents.append(top.to_python() // stride + 1)
-    return Box(tuple(base), tuple(strides), tuple(extents))
+        found = None
+        if stride == 1 and 1 < top.to_python() < MAX_CHUNK_SEARCH:
+            offsets = _offsets(s, d, base[-1], context)
+            found = _chunks(offsets) if offsets is not None else None
+        if found is not None:
+            w, period = found
+            strides.append(period)
+            chunks.append(w)
+            extents.append(w * (top.to_python() // period + 1))
+        else:
+            strides.append(stride)
+            chunks.append(1)
+            extents.append(top.to_python() // stride + 1)
+    return Box(tuple(base), tuple(strides), tuple(extents),
+               tuple(chunks) if any(w > 1 for w in chunks) else ())

@@ -114,15 +114,18 @@ def choose_padding(
     element_size: int,
     model: CostModel = CostModel(),
     banks: int = BANKS,
+    multiple: int = 1,
 ) -> PaddingDecision:
-    """Algorithm 2: the padding of the innermost extent with the least total cost."""
+    """Algorithm 2: the padding of the innermost extent with the least total cost,
+    among the multiples of ``multiple`` (rows that must stay aligned for vector loads:
+    4 floats are 16 bytes)."""
     costs = []
     for p in range(banks):
         costs.append(sum(
             r.weight * model.cost(conflict_degree(element_stride(extents, p, r.steps),
                                                   element_size, banks))
             for r in references))
-    best = min(range(banks), key=lambda p: (costs[p], p))
+    best = min(range(0, banks, multiple), key=lambda p: (costs[p], p))
     degrees = {r.name: conflict_degree(element_stride(extents, best, r.steps), element_size,
                                        banks) for r in references}
     return PaddingDecision(best, costs[best], degrees, tuple(costs))

@@ -61,7 +61,8 @@ MAX_SHARED_BYTES = 227 * 1024  # sm_90's opt-in maximum per block
 class Buffer:
     """A shared-memory or register copy of part of one array in one kernel.
 
-    Element ``e`` of the array is ``name[u]`` with ``e_d = box.base_d + stride_d * u_d``;
+    Element ``e`` of the array is ``name[u]`` with ``e_d = box.base_d + stride_d * u_d``
+    (chunked dimensions: see :class:`~polygpu.memory.footprints.Box`);
     the copy happens inside the first ``level`` tile-level loops (shared) or around the
     whole kernel (registers).  ``reads``/``writes`` are the exact footprints to load and
     to store back (parameters: see :mod:`polygpu.memory.footprints`).
@@ -83,6 +84,14 @@ class Buffer:
     statements: frozenset[str] = frozenset()
     # a register buffer of partial sums: starts at zero, copied out with atomicAdd
     atomic: bool = False
+    # storage order: declared dimension s holds box dimension order[s] (empty: as the
+    # array); a transposed buffer puts the dimension a thread's runs of points move
+    # along innermost, so the runs load as vectors
+    order: tuple[int, ...] = ()
+
+    @property
+    def storage_order(self) -> tuple[int, ...]:
+        return self.order or tuple(range(len(self.box.extents)))
 
     @property
     def element_size(self) -> int:
@@ -90,8 +99,9 @@ class Buffer:
 
     @property
     def row_extents(self) -> tuple[int, ...]:
-        """Declared extents: the box, innermost padded."""
-        return self.box.extents[:-1] + (self.box.extents[-1] + self.padding,)
+        """Declared extents: the box in storage order, innermost padded."""
+        extents = tuple(self.box.extents[d] for d in self.storage_order)
+        return extents[:-1] + (extents[-1] + self.padding,)
 
     @property
     def bytes(self) -> int:
@@ -102,6 +112,8 @@ class Buffer:
             "kernel": self.kernel, "array": self.array, "space": self.space,
             "name": self.name, "level": self.level, "extents": list(self.box.extents),
             "stride": list(self.box.stride), "padding": self.padding, "bytes": self.bytes,
+            **({"chunk": list(self.box.chunk)} if self.box.chunk else {}),
+            **({"storage_order": list(self.order)} if self.order else {}),
             "copy_in": self.reads is not None, "copy_out": self.writes is not None,
             "statements": sorted(self.statements),
         }
@@ -150,36 +162,81 @@ def _context(an: Analysis, s: isl.Set) -> isl.Set:
     return an.scop.context.align_params(s.get_space()).params()
 
 
-def _thread_steps(kernel: TiledKernel, statement: str, access: isl.Map, box: Box
-                  ) -> tuple[int, ...] | None:
-    """How the buffer subscripts of ``access`` grow from thread ``tx`` to ``tx + 1`` with
-    everything else fixed, or None if that is not one constant vector."""
+def neighbour_deltas(kernel: TiledKernel, statement: str, access: isl.Map, dim: int
+                      ) -> isl.Set | None:
+    """How the elements of ``access`` move when schedule dimension ``dim`` grows by one
+    with everything else fixed (a set of array offsets), or None for a statement
+    outside ``kernel``."""
     piece = next((m for m in maps_of(kernel.schedule)
                   if m.get_tuple_name(isl.dim_type.in_) == statement), None)
     if piece is None:
         return None
-    m = kernel.n_mapped
     n_out = piece.dim(isl.dim_type.out)
     shift = isl.BasicMap.universe(isl.Space.map_from_set(piece.range().get_space()))
     for k in range(n_out):
         c = isl.Constraint.alloc_equality(isl.LocalSpace.from_space(shift.get_space()))
         c = c.set_coefficient_val(isl.dim_type.in_, k, isl.Val(1))
         c = c.set_coefficient_val(isl.dim_type.out, k, isl.Val(-1))
-        if k == m:  # tx
+        if k == dim:
             c = c.set_constant_val(isl.Val(1))
         shift = shift.add_constraint(c)
     neighbour = piece.apply_range(isl.Map.from_basic_map(shift)).apply_range(piece.reverse())
-    deltas = access.reverse().apply_range(neighbour).apply_range(access).deltas()
-    if deltas.is_empty() or not deltas.is_singleton():
+    return access.reverse().apply_range(neighbour).apply_range(access).deltas()
+
+
+def unit_step(deltas: isl.Set, d: int) -> bool:
+    """Whether some step in ``deltas`` moves the element by exactly one along array
+    dimension ``d``."""
+    unit = isl.Set.universe(deltas.get_space())
+    for k in range(deltas.dim(isl.dim_type.set)):
+        unit = unit.fix_val(isl.dim_type.set, k, isl.Val(int(k == d)))
+    return not unit.intersect(deltas).is_empty()
+
+
+def _thread_steps(kernel: TiledKernel, statement: str, access: isl.Map, box: Box
+                  ) -> tuple[int, ...] | None:
+    """How the buffer subscripts of ``access`` grow from thread ``tx`` to ``tx + 1`` with
+    everything else fixed, or None if that is not one constant vector."""
+    deltas = neighbour_deltas(kernel, statement, access, kernel.n_mapped)
+    if deltas is None or deltas.is_empty() or not deltas.is_singleton():
         return None
     point = deltas.sample_point()
     steps = []
     for d, stride in enumerate(box.stride):
         v = point.get_coordinate_val(isl.dim_type.set, d).to_python()
-        if v % stride:
+        if v % stride or (v and box.chunks[d] > 1):
             return None
         steps.append(v // stride)
     return tuple(steps)
+
+
+def point_dims(kernel: TiledKernel) -> list[int]:
+    """Schedule dimensions of a thread's own points (``r``), innermost (x) first."""
+    first = kernel.n_local - kernel.n_mapped if kernel.unroll_dims else kernel.n_tile_levels
+    return [2 * kernel.n_mapped + first + k for k in reversed(range(kernel.n_mapped))]
+
+
+def _storage_order(kernel: TiledKernel, an: Analysis, array: str, n_dims: int,
+                   statements: frozenset[str]) -> tuple[int, ...]:
+    """The shared buffer's storage order when a thread's runs of points (``chunk``) move
+    along an array dimension that is not the innermost: that dimension is stored
+    innermost, so a run is consecutive in shared memory and loads as one vector (mm's
+    ``a[i][k]`` with runs along ``i`` is stored as ``a_sh[k][i]``).  Empty: as the array."""
+    if kernel.chunk <= 1 or n_dims < 2:
+        return ()
+    along = set()
+    for acc in an.scop.accesses:
+        if acc.array != array or acc.statement not in statements:
+            continue
+        for dim in point_dims(kernel):
+            deltas = neighbour_deltas(kernel, acc.statement, acc.relation, dim)
+            if deltas is None:
+                continue
+            along.update(d for d in range(n_dims) if unit_step(deltas, d))
+    if not along or n_dims - 1 in along:
+        return ()
+    inner = max(along)
+    return tuple(d for d in range(n_dims) if d != inner) + (inner,)
 
 
 def _wants_shared(an: Analysis, acc, shared_refs) -> bool:
@@ -189,19 +246,28 @@ def _wants_shared(an: Analysis, acc, shared_refs) -> bool:
 
 
 def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str,
-             forced: int, statements: frozenset[str]) -> tuple[int, PaddingDecision | None]:
+             forced: int, statements: frozenset[str], order: tuple[int, ...] = ()
+             ) -> tuple[int, PaddingDecision | None]:
+    """Algorithm 2 for one buffer, its references' steps in its storage ``order``; rows
+    stay 16-byte aligned when threads have runs of points (vector loads)."""
     size = ir.DTYPES[dtype][1]
+    order = order or tuple(range(len(box.extents)))
     refs = [SharedReference("copy", (0,) * (len(box.extents) - 1) + (1,))]
     for acc in an.scop.accesses:
         if acc.array == array and acc.statement in statements:
             steps = _thread_steps(kernel, acc.statement, acc.relation, box)
             if steps is not None:
                 refs.append(SharedReference(f"{acc.statement}.{acc.ref} {acc.text}", steps))
+    refs = [SharedReference(r.name, tuple(r.steps[d] for d in order), r.weight)
+            for r in refs]
+    extents = tuple(box.extents[d] for d in order)
     if size not in (4, 8):
         return max(forced, 0), None
-    decision = choose_padding(box.extents, tuple(refs), size, CostModel.default(size))
+    multiple = 16 // size if kernel.chunk > 1 else 1
+    decision = choose_padding(extents, tuple(refs), size, CostModel.default(size),
+                              multiple=multiple)
     if forced >= 0:
-        degrees = {r.name: conflict_degree(element_stride(box.extents, forced, r.steps), size)
+        degrees = {r.name: conflict_degree(element_stride(extents, forced, r.steps), size)
                    for r in refs}
         return forced, PaddingDecision(forced, decision.costs[forced], degrees,
                                        decision.costs)
@@ -321,11 +387,12 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                 box = bounding_box(both, _context(an, both))
                 if box is None:
                     continue
+                order = _storage_order(kernel, an, array.name, len(box.extents), users)
                 padding, decision = _padding(kernel, an, array.name, box, array.dtype,
-                                             variant.padding, users)
+                                             variant.padding, users, order)
                 buffer = Buffer(kernel.index, array.name, "shared", f"{array.name}_sh",
                                 array.dtype, level, box, padding, reads, writes, decision,
-                                users)
+                                users, order=order)
                 if buffer.bytes > budget:
                     where[key] = ("global", f"the tile's data ({buffer.bytes} bytes) "
                                   "exceeds the shared-memory budget")

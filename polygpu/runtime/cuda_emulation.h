@@ -47,7 +47,7 @@
 #define __shared__ static
 #define __constant__
 #define __managed__
-#define __align__(n) alignas(n)
+#define __align__(n) __attribute__((aligned(n)))
 // __restrict__ is already a g++ keyword with the same meaning.
 
 // ---- built-in variables -------------------------------------------------------------------

@@ -12,7 +12,12 @@ one execution schedule per kernel, ``S[x] -> [b.., t.., rest..]``:
   ``r_d = floor((p_d mod tile_d) / threads_d)`` numbers a thread's points.  Cyclic by
   default: consecutive points go to consecutive threads, which is what keeps the
   innermost dimension coalesced.  ``blocked`` deals each thread a contiguous run of
-  ``ceil(tile_d / threads_d)`` points instead (the paper's Table 3 compares the two);
+  ``ceil(tile_d / threads_d)`` points instead (the paper's Table 3 compares the two).
+  Between the two, ``chunk = w`` deals runs of ``w`` consecutive points cyclically:
+  ``t_d = floor(q / w) mod threads_d`` and ``r_d = w floor(q / (w threads_d)) + q mod w``
+  for ``q = p_d mod tile_d``.  A warp then still covers ``32 w`` consecutive elements
+  (coalesced), while a thread's points come in runs that the compiler loads from shared
+  memory as one vector (``ld.shared.v4`` for ``w = 4`` floats);
 * ``time_tile`` strip-mines the outermost time loop into a tile loop ``T`` and the
   loop itself (the second tiling level that bounds the data a block touches per step,
   e.g. mm's ``k``);
@@ -66,6 +71,10 @@ class Variant:
     time_tile: int = 32
     unroll: int = 1
     blocked: bool = False  # thread distribution: cyclic (default) or blocked
+    chunk: int = 1  # cyclic runs of this many consecutive points per thread (see above)
+    # software pipelining of shared copy-ins: load the next tile's elements into
+    # registers while the current tile is computed (codegen/staging.py)
+    prefetch: bool = False
     shared: bool = True  # memory stage: stage footprints through shared memory
     padding: int = -1  # shared buffers' padding: -1 = Algorithm 2's choice, else forced
     registers: bool = True  # memory stage: keep per-thread footprints in registers
@@ -83,8 +92,12 @@ class Variant:
         total = math.prod(self.threads)
         if total > MAX_THREADS:
             raise PolygpuError(f"variant: {total} threads per block exceed {MAX_THREADS}")
-        if self.time_tile < 0 or self.unroll < 1 or self.candidate < 0:
-            raise PolygpuError("variant: time_tile >= 0, unroll >= 1, candidate >= 0")
+        if self.time_tile < 0 or self.unroll < 1 or self.candidate < 0 or self.chunk < 1:
+            raise PolygpuError("variant: time_tile >= 0, unroll >= 1, candidate >= 0, "
+                               "chunk >= 1")
+        if self.blocked and self.chunk > 1:
+            raise PolygpuError("variant: blocked already deals each thread one contiguous "
+                               "run; chunk must be 1 with it")
         if not -1 <= self.padding < 32:
             raise PolygpuError(f"variant: padding {self.padding} is not -1 (solver) or "
                                "0..31")
@@ -135,6 +148,8 @@ class TiledKernel:
     thread_names: tuple[str, ...] = ()  # C names of the thread coordinates, x first
     level_names: tuple[str, ...] = ()  # C names of the tile-level coordinates
     blocked: bool = False
+    chunk: int = 1  # a thread's points come in runs of up to this many (variant.chunk)
+    prefetch: bool = False  # pipeline the deepest shared copy-ins through registers
     atomic: tuple[str, ...] = ()  # statements combining their updates atomically
     warp_uniform: tuple[str, ...] = ()  # ... whose target does not move along x
 
@@ -196,10 +211,17 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
             shifted = p[d].sub(_on(shifts[mk], domain))
             rem = shifted.mod_val(isl.Val(tile[mk]))
             blocks.append(shifted.scale_down_val(isl.Val(tile[mk])).floor())
+            per_thread = -(-tile[mk] // threads[mk])
+            w = min(variant.chunk, per_thread)
             if variant.blocked:
-                run = isl.Val(-(-tile[mk] // threads[mk]))  # points per thread
+                run = isl.Val(per_thread)
                 thread_ids.append(rem.scale_down_val(run).floor())
                 points.append(rem.mod_val(run))
+            elif w > 1:
+                run = rem.scale_down_val(isl.Val(w)).floor()
+                thread_ids.append(run.mod_val(isl.Val(threads[mk])))
+                points.append(run.scale_down_val(isl.Val(threads[mk])).floor()
+                              .scale_val(isl.Val(w)).add(rem.mod_val(isl.Val(w))))
             else:
                 thread_ids.append(rem.mod_val(isl.Val(threads[mk])))
                 points.append(rem.scale_down_val(isl.Val(threads[mk])).floor())
@@ -237,6 +259,8 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         thread_names=thread_names,
         level_names=level_names,
         blocked=variant.blocked,
+        chunk=variant.chunk,
+        prefetch=variant.prefetch,
         atomic=kernel.atomic,
         warp_uniform=kernel.warp_uniform,
     )

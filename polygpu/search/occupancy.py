@@ -43,6 +43,10 @@ class Limits:
     shared_reserved_per_block: int = 1024  # taken by the runtime from every block
     warp_size: int = 32
     multiprocessors: int = 132  # SMs of the device (H100 SXM's by default)
+    # peak rates for the search's cost order (tuner.predicted_cost)
+    fp32_lanes_per_sm: int = 128  # FP32 instructions issued per SM and clock (x32 lanes)
+    clock_hz: float = 1.755e9  # boost clock
+    dram_bytes_per_s: float = 3.0e12  # achievable copy bandwidth (HBM3 H100: ~3 TB/s)
 
 
 SM_90 = Limits()
@@ -158,6 +162,9 @@ def limits_from_device() -> Limits:
     dev = cuda.Context.get_device()
     a = cuda.device_attribute
     major, minor = dev.compute_capability()
+    # theoretical DRAM bandwidth (double data rate), of which copies reach about 90 %
+    peak = 2 * dev.get_attribute(a.MEMORY_CLOCK_RATE) * 1e3 * \
+        dev.get_attribute(a.GLOBAL_MEMORY_BUS_WIDTH) / 8
     return Limits(
         arch=f"sm_{major}{minor}",
         max_threads_per_sm=dev.get_attribute(a.MAX_THREADS_PER_MULTIPROCESSOR),
@@ -168,6 +175,9 @@ def limits_from_device() -> Limits:
         shared_reserved_per_block=dev.get_attribute(a.RESERVED_SHARED_MEMORY_PER_BLOCK),
         warp_size=dev.get_attribute(a.WARP_SIZE),
         multiprocessors=dev.get_attribute(a.MULTIPROCESSOR_COUNT),
+        fp32_lanes_per_sm=64 if (major, minor) == (8, 0) else 128,
+        clock_hz=dev.get_attribute(a.CLOCK_RATE) * 1e3,
+        dram_bytes_per_s=0.9 * peak if peak > 0 else SM_90.dram_bytes_per_s,
     )
 
 

@@ -98,11 +98,14 @@ def measurement_order(result: TuneResult) -> list[Candidate]:
 
     The result does not record that order, so it is rebuilt as ``tune`` builds it: the
     candidates that survived pruning (timed, reused or cut by the budget) in space order,
-    then ``model`` sorts them by modelled traffic and decreasing concurrency, ``random``
-    shuffles them with the options' seed, ``exhaustive`` keeps space order."""
+    then ``model`` sorts them by :func:`~polygpu.search.tuner.model_order` (with
+    sm_90's limits: the result does not keep the device's), ``random`` shuffles them
+    with the options' seed, ``exhaustive`` keeps space order."""
+    from polygpu.search.tuner import model_order
+
     kept = [c for c in result.candidates if c.stage in ("timed", "reused", "budget")]
     if result.strategy == "model":
-        kept.sort(key=lambda c: (c.traffic_bytes or 0, -(c.concurrency or 0.0), c.key))
+        kept.sort(key=model_order)
     elif result.strategy == "random":
         random.Random(result.options.seed).shuffle(kept)
     return [c for c in kept if c.measurement is not None]

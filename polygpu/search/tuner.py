@@ -19,8 +19,10 @@
      {T, T/2, T/4} threads per block, T being the largest warp multiple the kernel's
      registers allow.
 
-4. **Order and budget**: ``model`` times survivors by :func:`predicted_cost` (modelled
-   traffic, divided by how much of the bandwidth the launch's concurrency can draw);
+4. **Order and budget**: ``model`` times survivors by :func:`predicted_cost` (the
+   longer of the modelled traffic over the bandwidth and the instances' FMAs and operand
+   loads over the issue rate, both scaled by how much of the GPU the launch's
+   concurrency can use);
    ``exhaustive`` every variant in space order; ``random`` a seeded random order.  All
    stop after ``budget`` timed candidates (measurements reused from the database do not
    count) and rank by the same cost: the median time of a candidate that passed the
@@ -100,6 +102,9 @@ class Candidate:
     stage: str
     reason: str = ""
     traffic_bytes: int | None = None
+    instances: int = 0  # statement instances (one arithmetic instruction each, modelled)
+    operand_loads: int = 0  # load instructions for their operands (operand_loads model)
+    prefetched: bool = False  # some shared copy-in is prefetched through registers
     shared_bytes: int = 0
     threads: int = 0  # per block (the largest over the launches)
     blocks: int = 0  # in the largest grid
@@ -182,6 +187,8 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
     """Worker: one variant -> its program and model numbers (picklable), or the error.
     A specializing variant also gets the program of its reference check: the same
     variant specialized at ``check_params``."""
+    from polygpu.codegen.staging import prefetched
+    from polygpu.memory.operand_loads import operand_loads
     from polygpu.memory.traffic import estimated_traffic
     from polygpu.pipeline import compile_variant, program_at
 
@@ -193,7 +200,14 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
         traffic = sum(t.bytes for launch, k in zip(c.program.launches, c.kernels, strict=True)
                       for t in estimated_traffic(c.analysis.scop, k, launch.kernel,
                                                  dict(params), c.memory))
+        work = [operand_loads(c.analysis.scop, k, dict(params), c.memory)
+                for k in c.kernels]
+        early = any(prefetched(c.analysis.scop, k, [b for b in c.memory.buffers
+                                                    if b.kernel == k.index])
+                    for k in c.kernels)
         return {"program": c.program, "check_program": checked, "traffic": traffic,
+                "instances": sum(w.instances for w in work), "prefetched": early,
+                "operand_loads": round(sum(w.loads for w in work)),
                 "blocks": launch_blocks(c.program, params),
                 "function": c.program.function}
     except PolygpuError as e:
@@ -254,17 +268,48 @@ def active_sms(blocks: int, sms: int) -> float:
 
 
 SATURATION = 0.25  # concurrency from which memory-level parallelism stops helping
+# ... from which issue stops helping: two warps per scheduler whose register tiles give
+# each many independent FMAs (mm's 8 x 8 tiles at 8 warps per SM reach 0.8x cuBLAS)
+ISSUE_SATURATION = 0.125
 
 
-def predicted_cost(c: Candidate, sms: int = SM_90.multiprocessors) -> float:
-    """The model's order for timing (a budget times the most promising first): modelled
-    traffic over the bandwidth the launch can draw.  That grows with the SMs the grid
-    occupies and, on each, with concurrency until about a quarter of the warp slots are
-    busy (enough loads in flight to cover DRAM latency).  Only an order: the times
-    decide."""
-    drawn = active_sms(c.blocks or 1, sms) * min(
-        1.0, max(c.concurrency or 0.0, 1e-6) / SATURATION)
-    return c.traffic_bytes / max(drawn, 1e-9)
+def model_times(c: Candidate, limits: Limits = SM_90) -> tuple[float, float]:
+    """(memory, issue) seconds of the model (see :func:`predicted_cost`)."""
+    sms = limits.multiprocessors
+    active = active_sms(c.blocks or 1, sms)
+    concurrency_ = max(c.concurrency or 0.0, 1e-6)
+    # a prefetching staged kernel issues a tile's loads a whole tile before their use:
+    # its warps do not wait for DRAM, so concurrency need not hide the latency
+    memory_share = active * (1.0 if c.prefetched else min(1.0, concurrency_ / SATURATION))
+    issue_share = active * min(1.0, concurrency_ / ISSUE_SATURATION)
+    memory = (c.traffic_bytes or 0) / limits.dram_bytes_per_s / max(memory_share, 1e-9)
+    issue = (c.instances + c.operand_loads) / (
+        sms * limits.fp32_lanes_per_sm * limits.clock_hz) / max(issue_share, 1e-9)
+    return memory, issue
+
+
+def predicted_cost(c: Candidate, limits: Limits = SM_90) -> float:
+    """The model's order for timing (a budget times the most promising first), in
+    seconds: the longer of
+
+    * the memory time: modelled traffic over the DRAM bandwidth, and
+    * the issue time: one instruction per statement instance plus its operand loads
+      (:mod:`polygpu.memory.operand_loads`) over the GPU's FP32 issue rate --
+      what orders compute-bound kernels like mm, whose traffic a good tiling has made
+      small: bigger register tiles and vector loads need fewer loads per FMA;
+
+    each over the share of the GPU the launch can use: the SMs its grid occupies and, on
+    each, its concurrency up to what hides latency (a quarter of the warp slots for
+    loads, unless the kernel prefetches; an eighth for issue).  Only an order: the
+    times decide."""
+    return max(model_times(c, limits))
+
+
+def model_order(c: Candidate, limits: Limits = SM_90) -> tuple:
+    """Sort key of the ``model`` strategy: predicted cost, then the sum of the two
+    times (of two compute-bound variants, the one with less traffic), then the key."""
+    memory, issue = model_times(c, limits)
+    return (max(memory, issue), memory + issue, c.key)
 
 
 def check_parameters(params: Mapping[str, int], variant: Variant) -> dict[str, int]:
@@ -330,6 +375,8 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
                                if not line.startswith("//")), program.launches)
         launches = program.launches
         cand = Candidate(key, v, "kept", traffic_bytes=c["traffic"],
+                         instances=c["instances"], operand_loads=c["operand_loads"],
+                         prefetched=c["prefetched"],
                          shared_bytes=max(la.shared_bytes for la in launches),
                          threads=max(math.prod(la.block) for la in launches),
                          blocks=max(c["blocks"]))
@@ -344,59 +391,76 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
     function_name = next((p.function for p in programs.values()), scop.function)
     digest = source_hash(_region_text(spec, prepared))
 
-    kept = [c for c in candidates.values() if c.stage == "kept"]
-    if options.strategy == "model" and kept:
-        least = min(c.traffic_bytes for c in kept)
-        bound = least * (1 + options.traffic_slack / 100)
-        for c in kept:
-            if c.traffic_bytes > bound:
-                candidates[c.key] = replace(c, stage="pruned-traffic", reason=(
-                    f"{c.traffic_bytes:,} bytes modelled, more than {options.traffic_slack:g}%"
-                    f" above the fewest ({least:,})"))
-        kept = [c for c in candidates.values() if c.stage == "kept"]
-
-    # nvcc for every kept candidate, in parallel: resources (occupancy) and the binary
     from polygpu.search.runner import compile_cubins
 
     cubins: dict[str, bytes] = {}
+
+    def build(batch: list[Candidate]) -> None:
+        """nvcc for ``batch``, in parallel: resources (occupancy, spills), the binary."""
+        built = compile_cubins([programs[c.key] for c in batch], arch, jobs=options.jobs)
+        for c, b in zip(batch, built, strict=True):
+            if isinstance(b, Exception):
+                candidates[c.key] = replace(c, stage="invalid", reason=str(b).splitlines()[0]
+                                            if str(b) else repr(b))
+                continue
+            cubins[c.key] = b.binary
+            program = programs[c.key]
+            regs, occ, conc, most_threads, spills = 0, math.inf, math.inf, -1, 0
+            for launch, blocks in zip(program.launches, launch_blocks(program, params),
+                                      strict=True):
+                res = b.resources.get(launch.kernel)
+                r = res.registers if res else 0
+                smem = launch.shared_bytes + (res.shared_static if res else 0)
+                o, k = concurrency(math.prod(launch.block), r, smem, blocks,
+                                   limits.multiprocessors, limits)
+                regs = max(regs, r)
+                spills += (res.spill_stores + res.spill_loads) if res else 0
+                # the launch with the most threads stands for the program: a small
+                # initialisation kernel beside it says nothing about the bandwidth drawn
+                if blocks * math.prod(launch.block) > most_threads:
+                    most_threads, occ, conc = blocks * math.prod(launch.block), o, k
+            candidates[c.key] = replace(c, registers=regs, occupancy=occ, concurrency=conc,
+                                        spill_bytes=spills)
+            if options.strategy == "model" and spills:
+                # a register tile that does not fit the registers the block size leaves
+                # (ptxas caps them by __launch_bounds__) spills to local memory: traffic
+                # the model does not count, and it costs far more than the tile saves
+                candidates[c.key] = replace(candidates[c.key], stage="pruned-spills",
+                                            reason=(
+                    f"ptxas spills {spills} bytes of registers to local memory "
+                    f"({regs} registers per thread, {c.threads} threads per block)"))
+
     state.phase = "nvcc"
     notify(state)
-    built = compile_cubins([programs[c.key] for c in kept], arch, jobs=options.jobs)
-    for c, b in zip(kept, built, strict=True):
-        if isinstance(b, Exception):
-            candidates[c.key] = replace(c, stage="invalid",
-                                        reason=str(b).splitlines()[0] if str(b) else repr(b))
-            continue
-        cubins[c.key] = b.binary
-        program = programs[c.key]
-        regs, occ, conc, most_threads, spills = 0, math.inf, math.inf, -1, 0
-        for launch, blocks in zip(program.launches, launch_blocks(program, params),
-                                  strict=True):
-            res = b.resources.get(launch.kernel)
-            r = res.registers if res else 0
-            smem = launch.shared_bytes + (res.shared_static if res else 0)
-            o, k = concurrency(math.prod(launch.block), r, smem, blocks,
-                                  limits.multiprocessors, limits)
-            regs = max(regs, r)
-            spills += (res.spill_stores + res.spill_loads) if res else 0
-            # the launch with the most threads stands for the program: a small
-            # initialisation kernel beside it says nothing about the bandwidth drawn
-            if blocks * math.prod(launch.block) > most_threads:
-                most_threads, occ, conc = blocks * math.prod(launch.block), o, k
-        candidates[c.key] = replace(c, registers=regs, occupancy=occ, concurrency=conc,
-                                    spill_bytes=spills)
     kept = [c for c in candidates.values() if c.stage == "kept"]
-
     if options.strategy == "model" and kept:
-        # a register tile that does not fit the registers the block size leaves (ptxas
-        # caps them by __launch_bounds__) spills to local memory: traffic the model does
-        # not count, and it costs far more than the tile saves
-        for c in kept:
-            if c.spill_bytes:
-                candidates[c.key] = replace(c, stage="pruned-spills", reason=(
-                    f"ptxas spills {c.spill_bytes} bytes of registers to local memory "
-                    f"({c.registers} registers per thread, {c.threads} threads per block)"))
-        kept = [c for c in candidates.values() if c.stage == "kept"]
+        # traffic pruning against the fewest loads and stores of a variant that runs
+        # without spills: the least-traffic tilings are often the largest register
+        # tiles, which spill; then the bound moves up and nvcc sees the newly admitted
+        least = None
+        while True:
+            fits = [c for c in candidates.values()
+                    if c.stage in ("kept", "pruned-traffic") and c.registers is None]
+            built_ok = [c for c in candidates.values() if c.stage == "kept"
+                        and c.registers is not None]
+            floor = min((c.traffic_bytes for c in built_ok + fits), default=None)
+            if floor is None or floor == least:
+                break
+            least = floor
+            bound = least * (1 + options.traffic_slack / 100)
+            for c in fits:
+                if c.traffic_bytes > bound:
+                    candidates[c.key] = replace(c, stage="pruned-traffic", reason=(
+                        f"{c.traffic_bytes:,} bytes modelled, more than "
+                        f"{options.traffic_slack:g}% above the fewest of a variant "
+                        f"without spills ({least:,})"))
+                else:
+                    candidates[c.key] = replace(c, stage="kept", reason="")
+            build([c for c in candidates.values()
+                   if c.stage == "kept" and c.registers is None])
+    else:
+        build(kept)
+    kept = [c for c in candidates.values() if c.stage == "kept"]
 
     if options.strategy == "model" and kept:
         widest = max(c.threads for c in kept)  # the space's own largest block
@@ -414,7 +478,7 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
                     f"concurrency {c.concurrency:.1%} (occupancy {c.occupancy:.0%}), below "
                     f"{options.min_concurrency:.0%} of the best ({best_conc:.1%})"))
         kept = [c for c in candidates.values() if c.stage == "kept"]
-        kept.sort(key=lambda c: (predicted_cost(c, limits.multiprocessors), c.key))
+        kept.sort(key=lambda c: model_order(c, limits))
     elif options.strategy == "random":
         random.Random(options.seed).shuffle(kept)
 

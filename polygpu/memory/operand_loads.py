@@ -1,0 +1,104 @@
+"""How many load instructions a thread issues per statement instance (its operands).
+
+The traffic model (:mod:`polygpu.memory.traffic`) counts the bytes that cross DRAM;
+once a tiling has cut those enough, a kernel like mm is bound by what each SM issues:
+one FMA per instance plus the loads that bring its operands into registers (from shared
+memory, L1 or DRAM).  A register tile (unroll-and-jam, ``jam``) cuts the loads: a read
+whose element does not move along one of the thread's point dimensions is loaded once
+for all of that dimension's points, so with ``f_y x f_x`` points mm loads ``f_y + f_x``
+operands for ``f_y f_x`` FMAs.  Runs of ``w`` consecutive points (``chunk``) along the
+dimension a buffer stores innermost load as vectors of up to 16 bytes.
+
+``operand_loads`` is per kernel: instances (counted with isl at the parameters) and
+load instructions, both summed over statements.  Registers buffers (loaded once per
+thread) are free.  It is a model for ordering variants, not a prediction of time.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polygpu.memory.placement import MemoryPlan, neighbour_deltas, point_dims, unit_step
+from polygpu.model.scop import Scop
+from polygpu.schedule.tiling import TiledKernel
+
+VECTOR_BYTES = 16  # the widest load a thread issues (ld.shared.v4.f32, LDG.128)
+
+
+@dataclass(frozen=True)
+class OperandLoads:
+    instances: int  # statement instances of the kernel at the parameters
+    loads: float  # load instructions for their operands
+
+
+def _moves(deltas: isl.Set | None) -> bool:
+    """Whether the element changes (some non-zero offset)."""
+    if deltas is None or deltas.is_empty():
+        return False
+    zero = isl.Set.universe(deltas.get_space())
+    for k in range(deltas.dim(isl.dim_type.set)):
+        zero = zero.fix_val(isl.dim_type.set, k, isl.Val(0))
+    return not deltas.is_subset(zero)
+
+
+@functools.lru_cache(maxsize=256)
+def _card(domain_text: str) -> isl.PwQPolynomial:
+    return isl.Set(domain_text).card()
+
+
+def instance_count(scop: Scop, statement: str, params: dict[str, int]) -> int:
+    """Instances of ``statement`` at ``params``: barvinok's symbolic count, evaluated
+    (enumerating mm's 4096^3 points would take minutes)."""
+    domain = scop.statement(statement).domain
+    count = _card(str(domain))
+    point = isl.Set.universe(count.get_domain_space())
+    for k in range(point.dim(isl.dim_type.param)):
+        value = params.get(point.get_dim_name(isl.dim_type.param, k))
+        if value is None:
+            raise ValueError(f"no value for parameter "
+                             f"{point.get_dim_name(isl.dim_type.param, k)}")
+        point = point.fix_val(isl.dim_type.param, k, isl.Val(value))
+    if point.is_empty():
+        return 0
+    return int(count.eval(point.sample_point()).to_python())
+
+
+def operand_loads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
+                  plan: MemoryPlan | None = None) -> OperandLoads:
+    """Instances and operand load instructions of ``kernel`` (module doc)."""
+    buffers = plan.of_kernel(kernel.index) if plan is not None else {}
+    # points per thread along each mapped dimension, innermost (x) first
+    points = [-(-t // n) for t, n in zip(kernel.tile, kernel.threads, strict=True)]
+    dims = point_dims(kernel)
+    instances, loads = 0, 0.0
+    for name in kernel.statements:
+        count = instance_count(scop, name, params)
+        instances += count
+        per_tile = 0.0  # loads for one step of all the thread's points
+        tile_points = math.prod(points) if kernel.unroll_dims else 1
+        for acc in scop.accesses:
+            if acc.statement != name or acc.kind != "read":
+                continue
+            buffer = buffers.get(acc.array)
+            if buffer is not None and buffer.space == "register":
+                continue
+            distinct, vector = 1, 1
+            for dim, f in zip(dims, points, strict=True):
+                if not kernel.unroll_dims or f == 1:
+                    continue
+                deltas = neighbour_deltas(kernel, name, acc.relation, dim)
+                if not _moves(deltas):
+                    continue
+                distinct *= f
+                n = deltas.dim(isl.dim_type.set)
+                inner = buffer.storage_order[-1] if buffer is not None else n - 1
+                if kernel.chunk > 1 and unit_step(deltas, inner):
+                    size = scop.array(acc.array).element_size
+                    vector = max(vector, min(kernel.chunk, f, VECTOR_BYTES // size))
+            per_tile += distinct / vector
+        loads += count * per_tile / tile_points
+    return OperandLoads(instances, loads)

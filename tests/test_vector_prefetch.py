@@ -1,0 +1,152 @@
+"""Runs of points per thread (``chunk``), transposed shared buffers, prefetched copies
+and the operand-load model: what took mm on the H100 from 0.59x to 0.80x cuBLAS."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from polygpu.cli import main
+from polygpu.memory.footprints import _chunks
+from polygpu.memory.operand_loads import operand_loads
+from polygpu.pipeline import compile_variant, prepare
+from polygpu.schedule.tiling import Variant
+from polygpu.search.space import SpaceOptions, space
+
+MM = "kernels/mm.c"
+FAST = dict(tile=[128, 128], threads=[16, 16], jam=True, time_tile=8, chunk=4,
+            prefetch=True, unroll=8, specialize=True)
+
+
+@pytest.fixture(scope="module")
+def mm():
+    return prepare(MM, None, (), ())
+
+
+def _buffers(compiled):
+    return {b.array: b for b in compiled.memory.buffers}
+
+
+def test_chunk_detection():
+    assert _chunks([0, 1, 2, 3, 64, 65, 66, 67]) == (4, 64)
+    assert _chunks([0, 1, 64, 65, 128, 129]) == (2, 64)
+    assert _chunks(list(range(8))) is None  # one contiguous run: a plain box
+    assert _chunks([0, 16, 32]) is None  # a stride, found by isl
+    assert _chunks([0, 1, 2, 3, 64, 66]) == (4, 64)  # inside the runs: a box covers it
+    assert _chunks([0, 1, 2, 3, 5]) is None  # no period that is a multiple of the run
+
+
+def test_chunked_register_tile_and_transposed_buffer(mm):
+    c = compile_variant(mm, Variant.from_json(FAST), {"n": 4096})
+    buffers = _buffers(c)
+    reg = buffers["c"]
+    # thread (tx, ty) owns rows 4 ty + 64 v + u and columns 4 tx + 64 v + u (u < 4)
+    assert reg.space == "register" and reg.box.extents == (8, 8)
+    assert reg.box.chunk == (4, 4) and reg.box.stride == (64, 64)
+    a, b = buffers["a"], buffers["b"]
+    # a[i][k]'s runs move along i: stored transposed, k outermost; b[k][j] as it is
+    assert a.order == (1, 0) and a.row_extents[0] == 8 and b.order == ()
+    # rows stay 16-byte aligned for the vector loads: padding a multiple of 4 floats
+    assert a.padding % 4 == 0 and b.padding % 4 == 0
+    text = c.program.source
+    assert f"a_sh[8][{128 + a.padding}]" in text
+    assert "4 * ty" in text and "4 * tx" in text
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_runs_load_as_vectors(mm, tmp_path):
+    """nvcc turns a thread's runs of 4 floats in shared memory into ld.shared.v4."""
+    c = compile_variant(mm, Variant.from_json(FAST), {"n": 4096})
+    src = tmp_path / "mm.cu"
+    src.write_text(c.program.source)
+    subprocess.run(["nvcc", "-arch=sm_90", "-ptx", str(src), "-o", str(tmp_path / "mm.ptx")],
+                   check=True, capture_output=True)
+    ptx = (tmp_path / "mm.ptx").read_text()
+    assert ptx.count("ld.shared.v4.f32") >= 4 * 8  # 2 for a, 2 for b, per unrolled k
+    cyclic = compile_variant(mm, Variant.from_json({**FAST, "chunk": 1}), {"n": 4096})
+    src.write_text(cyclic.program.source)
+    subprocess.run(["nvcc", "-arch=sm_90", "-ptx", str(src), "-o", str(tmp_path / "c.ptx")],
+                   check=True, capture_output=True)
+    # single points 16 apart: b's operands are scalar loads (a's rows, along the
+    # unrolled k loop, still load as vectors)
+    assert (tmp_path / "c.ptx").read_text().count("ld.shared.v4.f32") <= \
+        ptx.count("ld.shared.v4.f32") // 2
+
+
+def test_prefetch_code_shape(mm):
+    c = compile_variant(mm, Variant.from_json(FAST), {"n": 4096})
+    text = c.program.source
+    # per buffer: 1024 elements / 256 threads = 4 prefetch registers
+    assert "float pg_pf_a_sh[4];" in text and "float pg_pf_b_sh[4];" in text
+    # the next tile's loads happen after the first barrier, only where there is one
+    assert re.search(r"__syncthreads\(\);\s*if \(o_c\d+ <= 510\)", text)
+    # the first tile of the k loop loads its own elements
+    assert re.search(r"if \(o_c\d+ == 0\)", text)
+    # the tile loop itself is not unrolled (copies and barriers); the k loop is
+    loop = text.index("for (int c11")
+    assert "#pragma unroll 8" not in text[loop - 40:loop]
+    assert text.count("#pragma unroll 8") == 1
+    plain = compile_variant(mm, Variant.from_json({**FAST, "prefetch": False}),
+                            {"n": 4096})
+    assert "pg_pf_" not in plain.program.source
+
+
+@pytest.mark.parametrize("n", [37, 77, 130])
+@pytest.mark.parametrize("specialize", [False, True])
+def test_mm_chunk_prefetch_exact_on_cpu(n, specialize, capsys):
+    variant = dict(tile=[32, 64], threads=[8, 8], jam=True, time_tile=8, chunk=4,
+                   prefetch=True, unroll=8, specialize=specialize)
+    import json
+    assert main(["check", MM, "-p", f"n={n}", "--variant", json.dumps(variant),
+                 "--backend", "cpu"]) == 0, capsys.readouterr()
+
+
+@pytest.mark.parametrize("path,variant", [
+    ("kernels/mvt.c", dict(tile=[4, 64], threads=[2, 16], jam=True, chunk=2,
+                           prefetch=True, time_tile=8)),
+    ("kernels/jacobi1d.c", dict(tile=[64], threads=[16], jam=True, chunk=2,
+                                prefetch=True, time_tile=16)),
+    ("kernels/conv1d.c", dict(tile=[64], threads=[32], prefetch=True, time_tile=16)),
+    ("kernels/mv.py:mv", dict(tile=[64], threads=[16], jam=True, chunk=4,
+                              prefetch=True, time_tile=8, specialize=True)),
+])
+def test_other_kernels_exact_on_cpu(path, variant, capsys):
+    import json
+    assert main(["check", path, "-p", "n=77", "--variant", json.dumps(variant),
+                 "--backend", "cpu"]) == 0, capsys.readouterr()
+
+
+def test_variant_rejects_blocked_chunks():
+    from polygpu.errors import PolygpuError
+    with pytest.raises(PolygpuError, match="chunk"):
+        Variant(tile=(64,), threads=(16,), blocked=True, chunk=4)
+    with pytest.raises(PolygpuError, match="chunk"):
+        Variant(tile=(64,), threads=(16,), chunk=0)
+
+
+def test_operand_loads_model(mm):
+    def per_instance(v):
+        c = compile_variant(mm, Variant.from_json(v), {"n": 256})
+        o = operand_loads(c.analysis.scop, c.kernels[0], {"n": 256}, c.memory)
+        assert o.instances == 256 ** 3
+        return o.loads / o.instances
+
+    # 8 x 8 points: 8 + 8 operands per 64 FMAs, in float4 runs 2 + 2
+    assert per_instance(FAST) == pytest.approx(4 / 64)
+    assert per_instance({**FAST, "chunk": 1}) == pytest.approx(16 / 64)
+    # 4 x 4 points: 4 + 4 operands per 16
+    assert per_instance({**FAST, "tile": [64, 64], "chunk": 1}) == pytest.approx(8 / 16)
+    # no register tile: a, b and c (2 points per thread: c not in registers) each time
+    assert per_instance(dict(tile=[32, 64], threads=[32, 32], time_tile=32)) == 3
+
+
+def test_space_has_runs_prefetch_and_unrolled_time_loops(mm):
+    points = space(mm, {"n": 4096}, SpaceOptions(candidates=1))
+    jam = [v for v in points if v.jam]
+    assert {v.chunk for v in jam} == {4} and all(v.unroll == 4 for v in jam)
+    assert all(v.chunk == 1 for v in points if not v.jam)
+    assert all(v.prefetch == (v.shared and v.time_tile > 0) for v in points)
+    assert not any(v.blocked and v.chunk > 1 for v in points)
