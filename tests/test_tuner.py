@@ -302,3 +302,46 @@ def test_predicted_cost_and_check_parameters():
     assert check_parameters({"n": 4096, "m": 10}, s) == {"n": 256, "m": 10}
     assert check_parameters({"n": 4100}, s) == {"n": 260}
     assert check_parameters({"n": 200}, s) == {"n": 200}
+
+
+def test_traffic_bound_is_the_fewest_of_a_variant_without_spills(monkeypatch):
+    """When the least-traffic tilings spill (here: made to, for every tile of 256
+    points), the traffic bound moves up to the fewest of the rest, and the variants it
+    admits are compiled too -- rather than every non-spilling variant being pruned for
+    traffic against one that never runs well."""
+    import dataclasses
+    import re
+
+    def big(program) -> bool:
+        tile = re.search(r"'tile': \(([\d, ]+)\)", program.source).group(1)
+        return max(int(t) for t in tile.split(",") if t.strip()) >= 256
+
+    from polygpu.search import runner as runner_module
+
+    real = runner_module.compile_cubins
+
+    def spilling(programs, arch, jobs=None, options=None):
+        out = real(programs, arch, jobs, options)
+        for k, (p, b) in enumerate(zip(programs, out, strict=True)):
+            if not isinstance(b, Exception) and big(p):
+                res = {name: dataclasses.replace(r, spill_stores=64, spill_loads=64)
+                       for name, r in b.resources.items()}
+                out[k] = dataclasses.replace(b, resources=res)
+        return out
+
+    monkeypatch.setattr(runner_module, "compile_cubins", spilling)
+    result = _tune(FakeRunner(), traffic_slack=0.0)
+    by_stage = {}
+    for c in result.candidates:
+        by_stage.setdefault(c.stage, []).append(c)
+    spilled = by_stage["pruned-spills"]
+    assert spilled and all(max(c.variant.tile) >= 256 for c in spilled)
+    fits = [c for c in result.candidates
+            if c.stage in ("timed", "budget", "pruned-threads", "pruned-occupancy")]
+    assert fits and all(max(c.variant.tile) < 256 for c in fits)
+    least = min(c.traffic_bytes for c in fits)
+    # the fewest traffic of all is a spilling variant's; the bound is the fewest of the rest
+    assert min(c.traffic_bytes for c in spilled) < least
+    assert all(c.traffic_bytes == least for c in fits)
+    assert all(c.traffic_bytes > least and "without spills" in c.reason
+               for c in by_stage["pruned-traffic"])
