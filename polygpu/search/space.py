@@ -212,10 +212,9 @@ def variants(shape: Shape, options: SpaceOptions) -> list[Variant]:
         for time_tile, unroll, shared in itertools.product(time_tiles, unrolls,
                                                            options.shared):
             prefetch = options.prefetch if shared and time_tile else (False,)
-            for blocked, chunk, early in itertools.product(blocked_options, chunks,
-                                                           prefetch):
-                if blocked and chunk > 1:
-                    continue  # blocked points are one run already
+            # blocked points are one run already: chunk 1 with them
+            distributions = [(b, c) for b in blocked_options for c in ((1,) if b else chunks)]
+            for (blocked, chunk), early in itertools.product(distributions, prefetch):
                 result.append(Variant(candidate=shape.candidate, tile=tile_,
                                       threads=threads, jam=jam, time_tile=time_tile,
                                       unroll=unroll, blocked=blocked, shared=shared,
