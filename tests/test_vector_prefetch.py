@@ -150,3 +150,11 @@ def test_space_has_runs_prefetch_and_unrolled_time_loops(mm):
     assert all(v.chunk == 1 for v in points if not v.jam)
     assert all(v.prefetch == (v.shared and v.time_tile > 0) for v in points)
     assert not any(v.blocked and v.chunk > 1 for v in points)
+
+
+def test_one_dimensional_register_tiles_keep_blocked_points():
+    points = space(prepare("kernels/mv.c", None, (), ()), {"n": 4096},
+                   SpaceOptions(candidates=1))
+    blocked = [v for v in points if v.blocked]
+    assert blocked and all(v.jam and v.chunk == 1 for v in blocked)
+    assert any(v.jam and v.chunk == 4 and not v.blocked for v in points)
