@@ -520,8 +520,7 @@ class Kernel:
     def _run_gpu(self, scalars: Mapping[str, np.generic],
                  arrays: Mapping[str, np.ndarray | _DeviceArray], ints: Mapping[str, int]):
         cuda = _driver()
-        params = {p: ints[p] for p in self.program.parameters}
-        self.program.check_parameters(params)
+        params = self.program.parameter_values(ints)
         dims = []
         for launch in self.launches:
             d = tuple(grid.evaluate(e, params) for e in launch.grid)

@@ -50,6 +50,13 @@ class KernelProgram:
     # runtimes refuse to launch them at other values, where they would be wrong
     specialized: tuple[tuple[str, int], ...] = ()
 
+    def parameter_values(self, values: Mapping[str, object]) -> dict[str, int]:
+        """The integer parameters among ``values`` (a call's arguments), refused when
+        the program was specialized for others."""
+        params = {p: int(values[p]) for p in self.parameters}
+        self.check_parameters(params)
+        return params
+
     def check_parameters(self, values: Mapping[str, int]) -> None:
         """Refuse parameter values a specialized program was not generated for."""
         wrong = {k: v for k, v in self.specialized if int(values[k]) != v}

@@ -320,15 +320,11 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
                      and a.kind == ("read" if direction == "in" else "write")}
             where = _projection(scop, kernel, b.level, users)
             name = f"pg_{direction}_{b.name}"
-            by_name[name] = (b, direction)
+            by_name[name] = (b, direction, where)
             pieces.append(_schedule_of(name, where, b.level, order, depth))
     schedule = union_of(pieces)
     context = thread_context(scop, kernel, threads=False).align_params(tile.get_space())
     early = prefetched(scop, kernel, buffers)
-    wheres = {name: w for name, w in ((f"pg_in_{b.name}", _projection(
-        scop, kernel, b.level, {a.statement for a in scop.accesses
-                                if a.array == b.array and a.statement in b.statements
-                                and a.kind == "read"})) for b in early)}
     build = isl.AstBuild.from_context(context)
     if depth:
         build = build.set_iterators(ids(iterators))
@@ -339,9 +335,10 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
             tile_params = _tile_params(tile, kernel, depth)
             inner = _inner_ast(scop, kernel, depth, tile_params)
             loads = []
-            known = _tile_params(tile, kernel, depth).intersect_params(context)
+            known = tile_params.intersect_params(context)
             for b in early:  # the next tile's elements, into registers, during the work
-                where = _tile_params(_shifted(wheres[f"pg_in_{b.name}"], 1), kernel, depth)
+                where = _tile_params(_shifted(by_name[f"pg_in_{b.name}"][2], 1), kernel,
+                                     depth)
                 cond = _condition(where, known)
                 if cond == "0":
                     continue
@@ -354,19 +351,17 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
             # the copies before it are done; its reads are done before the next copies
             return _bind(levels, args, [cgen.Line("__syncthreads();")] + loads + work
                          + [cgen.Line("__syncthreads();")])
-        b, direction = by_name[name]
+        b, direction, where = by_name[name]
         if b in early and direction == "in":
             # registers -> buffer, loaded by the previous tile's work unless there was
             # none (the first tile of a run): then load them here first
-            where = wheres[name]
             known = _tile_params(where, kernel, depth).intersect_params(context)
             first = _tile_params(where.subtract(_shifted(tile, -1)), kernel, depth)
             cond = _condition(first, known)
             load = [] if cond == "0" else copy_loop(b, printer, kernel, scop, "load")
             if load and cond != "1":
                 load = [cgen.If(cond, cgen.Block(load))]
-            code = _bind(levels, args, load + copy_loop(b, printer, kernel, scop, "store"))
-            return code
+            return _bind(levels, args, load + copy_loop(b, printer, kernel, scop, "store"))
         code = _bind(levels[:b.level], args, copy_loop(b, printer, kernel, scop, direction))
         # copy-ins need no barrier of their own (the tile's first one covers all of them,
         # and every element is written by the same thread each time); a copy-out reads

@@ -33,10 +33,7 @@ def bind(program: KernelProgram, values: Mapping[str, object]) -> tuple[Bound, .
     missing = [a.name for a in program.arguments if a.name not in values]
     if missing:
         raise ValueError(f"{program.function}: no value for {', '.join(missing)}")
-    params = {
-        a.name: int(values[a.name]) for a in program.arguments if a.name in program.parameters
-    }
-    program.check_parameters(params)
+    params = program.parameter_values(values)
     out = []
     for a in program.arguments:
         v = values[a.name]
@@ -68,6 +65,4 @@ def _size(a: Argument, params: Mapping[str, int]) -> int | None:
 
 
 def parameter_values(program: KernelProgram, values: Mapping[str, object]) -> dict[str, int]:
-    params = {p: int(values[p]) for p in program.parameters}
-    program.check_parameters(params)
-    return params
+    return program.parameter_values(values)

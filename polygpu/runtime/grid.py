@@ -101,8 +101,7 @@ def names(text: str) -> frozenset[str]:
 def launch_blocks(program: KernelProgram, values: Mapping[str, int]) -> list[int]:
     """Thread blocks of each of ``program``'s launches at parameter ``values`` (refused
     when the program was specialized for others)."""
-    params = {p: int(values[p]) for p in program.parameters}
-    program.check_parameters(params)
+    params = program.parameter_values(values)
     return [math.prod(evaluate(e, params) for e in launch.grid) for launch in program.launches]
 
 

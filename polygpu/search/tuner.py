@@ -202,8 +202,7 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
                                                  dict(params), c.memory))
         work = [operand_loads(c.analysis.scop, k, dict(params), c.memory)
                 for k in c.kernels]
-        early = any(prefetched(c.analysis.scop, k, [b for b in c.memory.buffers
-                                                    if b.kernel == k.index])
+        early = any(prefetched(c.analysis.scop, k, list(c.memory.of_kernel(k.index).values()))
                     for k in c.kernels)
         return {"program": c.program, "check_program": checked, "traffic": traffic,
                 "instances": sum(w.instances for w in work), "prefetched": early,
@@ -439,16 +438,16 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
         # tiles, which spill; then the bound moves up and nvcc sees the newly admitted
         least = None
         while True:
-            fits = [c for c in candidates.values()
+            unbuilt = [c for c in candidates.values()
                     if c.stage in ("kept", "pruned-traffic") and c.registers is None]
             built_ok = [c for c in candidates.values() if c.stage == "kept"
                         and c.registers is not None]
-            floor = min((c.traffic_bytes for c in built_ok + fits), default=None)
+            floor = min((c.traffic_bytes for c in built_ok + unbuilt), default=None)
             if floor is None or floor == least:
                 break
             least = floor
             bound = least * (1 + options.traffic_slack / 100)
-            for c in fits:
+            for c in unbuilt:
                 if c.traffic_bytes > bound:
                     candidates[c.key] = replace(c, stage="pruned-traffic", reason=(
                         f"{c.traffic_bytes:,} bytes modelled, more than "
