@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import traceback
+from dataclasses import replace
 
 from polygpu import __version__
 from polygpu.errors import PolygpuError
@@ -223,9 +224,9 @@ def _traffic(args: argparse.Namespace, result):
                            f"(e.g. -p {missing[0]}=4096)", result.scop.loc)
     compiled = compile_region(args.file, args.function, _variant(args), args.defines,
                               args.include_dirs, params)
-    return [t for launch, k in zip(compiled.program.launches, compiled.kernels, strict=True)
-            for t in kernel_traffic(compiled.analysis.scop, k, launch.kernel, params,
-                                    compiled.memory)]
+    return [replace(t, loads=t.loads * times, stores=t.stores * times)
+            for k, name, values, times in compiled.modelled_launches(params)
+            for t in kernel_traffic(compiled.kernel_scop, k, name, values, compiled.memory)]
 
 
 def _run_check(args: argparse.Namespace) -> int:

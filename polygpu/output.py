@@ -45,6 +45,13 @@ def compile_json(c: Compiled, params: dict[str, int]) -> dict[str, Any]:
             }
             for launch, k in zip(c.program.launches, c.kernels, strict=True)
         ],
+        # host loops: the kernels take these integer arguments last and run at every
+        # step of `host_steps` (isl set per kernel name), steps in lexicographic order
+        "host": {
+            "iterators": list(c.program.host_iterators),
+            "steps": c.program.host_steps,
+            "schedule": str(c.transformation.host.schedule),
+        } if c.transformation.host is not None else None,
         "schedule": {
             "origin": c.transformation.origin,
             "candidates": len(c.candidates),

@@ -38,6 +38,35 @@ class Compiled:
     def placement(self) -> tuple[Placement, ...]:
         return self.memory.placements
 
+    @property
+    def kernel_scop(self):
+        """The region the kernels were generated from: the host step's with host
+        loops (whose parameters include the host iterators), else the whole one."""
+        return (self.transformation.step or self.analysis).scop
+
+    def modelled_launches(self, params: Mapping[str, int]
+                          ) -> list[tuple[TiledKernel, str, dict[str, int], int]]:
+        """What a cost model counts: per launch its kernel, name, the parameter values
+        to count at and how many times it runs.  Without host loops: once, at
+        ``params``.  With them: at the launch's middle step, times its number of steps
+        (time steps are alike; pivot steps shrink, and for a linear shrink the middle
+        step is their mean) -- counting every step exactly would take isl minutes."""
+        result = []
+        steps = self.program.steps(params) if self.program.host_iterators else ()
+        for k, (kernel, launch) in enumerate(zip(self.kernels, self.program.launches,
+                                                 strict=True)):
+            values = {p: int(params[p]) for p in self.analysis.scop.parameters}
+            if not self.program.host_iterators:
+                result.append((kernel, launch.kernel, values, 1))
+                continue
+            mine = [h for j, h in steps if j == k]
+            if not mine:
+                continue
+            middle = mine[len(mine) // 2]
+            values.update(zip(self.program.host_iterators, middle, strict=True))
+            result.append((kernel, launch.kernel, values, len(mine)))
+        return result
+
 
 def compile_region(
     spec: str,
@@ -80,17 +109,19 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
         raise PolygpuError(f"variant: candidate {variant.candidate} does not exist "
                            f"(the scheduler found {len(found)}: 0..{len(found) - 1})")
     tr = found[variant.candidate]
-    kernels = tile(an.scop, an.dependences_with(tr.atomic), tr, variant)
-    memory = plan_memory(an, tr, kernels, variant)
+    step = tr.step or an  # with host loops, the kernels are those of one host step
+    kernels = tile(step.scop, step.dependences_with(tr.atomic), tr, variant)
+    memory = plan_memory(step, tr, kernels, variant)
     return Compiled(prepared.spec, an, found, tr, variant, kernels,
-                    _generate(an, tr, variant, kernels, memory, params), memory)
+                    _generate(step, tr, variant, kernels, memory, params), memory)
 
 
 def program_at(compiled: Compiled, params: Mapping[str, int]) -> KernelProgram:
     """The compiled variant's code for other ``params`` (a specializing variant's
     reference-check twin): the tiling and memory plan are parametric, only the code
     generator runs again."""
-    return _generate(compiled.analysis, compiled.transformation, compiled.variant,
+    tr = compiled.transformation
+    return _generate(tr.step or compiled.analysis, tr, compiled.variant,
                      compiled.kernels, compiled.memory, params)
 
 
@@ -113,6 +144,8 @@ def _generate(an: Analysis, tr: Transformation, variant: Variant,
 def describe(tr: Transformation, variant: Variant) -> str:
     """The transformation in words, for the header of the generated file."""
     lines = [f"transformation ({tr.origin}), variant {variant.to_json()}"]
+    if tr.host is not None:
+        lines.append(f"host loops ({', '.join(tr.host.names)}): {tr.host.schedule}")
     for k, kernel in enumerate(tr.kernels):
         lines.append(f"kernel {k}: space {kernel.space}")
         lines.append(f"          time  {kernel.time}")

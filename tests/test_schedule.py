@@ -175,10 +175,10 @@ def test_copy(tmp_path):
     assert best.coalesced == (("S0", 0), ("S0", 1))
 
 
-def test_stencil_with_a_time_loop_runs_sequentially(tmp_path):
-    """``t`` carries dependences across every ``i``: the statements cannot be
-    split apart (``A`` flows back from the second to the first) and there are no
-    host loops yet, so the only legal choice is the single-thread safety net."""
+def test_stencil_with_a_time_loop_runs_on_the_host(tmp_path):
+    """``t`` carries dependences across every ``i``: no single kernel can run it, so
+    ``t`` becomes a host loop; each step launches the two statements as two kernels
+    (``B`` is read at ``i +- 1``: a global barrier between them), ``i`` on threads."""
     an = _source(tmp_path, """
         for t in range(steps):
             for i in range(1, n + 1):
@@ -188,7 +188,16 @@ def test_stencil_with_a_time_loop_runs_sequentially(tmp_path):
         """, "n: int, steps: int, A: f32[n + 2], B: f32[n + 2]")
     result = candidates(an)
     _assert_all_legal(an, result)
-    assert [tr.origin for tr in result] == ["sequential"]
+    assert result and all(tr.host is not None for tr in result)
+    best = result[0]
+    assert best.host.kind == "loops" and len(best.host.names) == 1
+    h = best.host.names[0]
+    assert best.host.of("S0").is_equal(isl.Map(
+        "[n, steps] -> { S0[t, i] -> [t] : 0 <= t < steps and 1 <= i <= n }"))
+    assert [k.statements for k in best.kernels] == [("S0",), ("S1",)]
+    space, _ = _maps(best, "S0")
+    assert space.is_equal(isl.Map(
+        f"[n, steps, {h}] -> {{ S0[t, i] -> [i] : t = {h} and 0 <= t < steps and 1 <= i <= n }}"))
 
 
 def test_dependence_between_statements_splits_kernels(tmp_path):

@@ -158,7 +158,31 @@ def _parameter_list(scop: Scop, args: tuple[Argument, ...]) -> list:
             params.append(cgen.Value(f"{ctype} *__restrict__", arg.name))
         else:
             params.append(cgen.Value(f"const {ctype} *__restrict__", arg.name))
+    # a host step's kernels also take the host loops' iterators (schedule/host.py)
+    params += [cgen.Value("const int", name) for name in scop.host]
     return params
+
+
+def union_set(sets: list[isl.Set]) -> isl.UnionSet:
+    result = isl.UnionSet.from_set(sets[0])
+    for s in sets[1:]:
+        result = result.union(isl.UnionSet.from_set(s))
+    return result
+
+
+def launch_steps(scop: Scop, statements: tuple[str, ...], name: str) -> isl.Set:
+    """The host steps at which a kernel with ``statements`` has work, as the set
+    ``name[h..]`` over the region's parameters: the step region's parameter values
+    where a domain is non-empty, with the host iterators turned into set dimensions."""
+    steps = None
+    for stmt in statements:
+        params = scop.statement(stmt).domain.params()
+        steps = params if steps is None else steps.union(params)
+    for h in scop.host:
+        k = steps.find_dim_by_name(isl.dim_type.param, h)
+        steps = steps.move_dims(isl.dim_type.set, steps.dim(isl.dim_type.set),
+                                isl.dim_type.param, k, 1)
+    return steps.coalesce().set_tuple_name(name)
 
 
 def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
@@ -182,6 +206,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         parts.append(f"__constant__ {_c_type(a.dtype)} {constant_name(name)}[{size}];")
     args = arguments(scop)
     launches = []
+    steps = []
     for kernel in kernels:
         name = f"{scop.function}_kernel{kernel.index}"
         buffers = list(plan.of_kernel(kernel.index).values()) if plan else []
@@ -240,6 +265,8 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             block=tuple(block + [1] * (3 - len(block))),
             shared_bytes=staging.dynamic_bytes(shared) if dynamic else 0,
         ))
+        if scop.host:
+            steps.append(launch_steps(scop, kernel.statements, name))
     return KernelProgram(
         function=scop.function,
         source="\n\n".join(parts) + "\n",
@@ -248,5 +275,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         launches=tuple(launches),
         constants=tuple(sorted(constants)),
         specialized=tuple(scop.fixed_parameters.items()),
+        host_iterators=scop.host,
+        host_steps=str(union_set(steps)) if steps else "",
     )
 

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+
+import islpy as isl
 
 from polygpu.errors import PolygpuError
 
@@ -49,6 +52,27 @@ class KernelProgram:
     # parameter values the kernels were specialized for (empty: any values): the
     # runtimes refuse to launch them at other values, where they would be wrong
     specialized: tuple[tuple[str, int], ...] = ()
+    # host loops (schedule/host.py): the kernels' trailing integer arguments, and the
+    # steps at which each launch runs, an isl union set ``[params] -> { kernel[h..] }``
+    # (tuple named after the launch's kernel): the launches run at every host step in
+    # lexicographic order of ``h``, in launch order within a step.  Empty: each launch
+    # runs once, in order.  The grids may use the host iterators.
+    host_iterators: tuple[str, ...] = ()
+    host_steps: str = ""
+
+    def steps(self, values: Mapping[str, object]) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """Every launch to run at parameter ``values``, in order: (index into
+        ``launches``, values of the host iterators)."""
+        params = self.parameter_values(values)
+        if not self.host_iterators:
+            return tuple((k, ()) for k in range(len(self.launches)))
+        return _host_steps(self.host_steps, tuple(sorted(params.items())),
+                           tuple(launch.kernel for launch in self.launches))
+
+    def grid_values(self, params: Mapping[str, int], host: tuple[int, ...]
+                    ) -> dict[str, int]:
+        """The names a grid expression may use at one step, with their values."""
+        return {**params, **dict(zip(self.host_iterators, host, strict=True))}
 
     def parameter_values(self, values: Mapping[str, object]) -> dict[str, int]:
         """The integer parameters among ``values`` (a call's arguments), refused when
@@ -65,6 +89,31 @@ class KernelProgram:
                 f"{self.function}: the kernels are specialized for "
                 + ", ".join(f"{k}={v}" for k, v in self.specialized) + "; got "
                 + ", ".join(f"{k}={values[k]}" for k in wrong))
+
+
+@lru_cache(maxsize=64)
+def _host_steps(text: str, params: tuple[tuple[str, int], ...], kernels: tuple[str, ...]
+                ) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    steps = isl.UnionSet(text)
+    fixed = isl.Set.universe(steps.get_space().params())
+    for name, value in params:
+        k = fixed.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            fixed = fixed.fix_val(isl.dim_type.param, k, isl.Val(value))
+    steps = steps.intersect_params(fixed)
+    index = {name: k for k, name in enumerate(kernels)}
+    points: list[tuple[tuple[int, ...], int]] = []
+
+    def add(point: isl.Point) -> None:
+        space = point.get_space()
+        k = index[space.get_tuple_name(isl.dim_type.set)]
+        h = tuple(int(point.get_coordinate_val(isl.dim_type.set, d).to_python())
+                  for d in range(space.dim(isl.dim_type.set)))
+        points.append((h, k))
+
+    steps.foreach_point(add)
+    points.sort()
+    return tuple((k, h) for h, k in points)
 
 
 class SpecializationError(PolygpuError, ValueError):

@@ -128,12 +128,15 @@ _OP_TEXT = {
 }
 
 # Pure functions of the math and numpy modules -> canonical C name (ir.PURE_FUNCTIONS).
+# Only those this Python's math module has: the reference runs the function itself, so
+# ``math.fmin`` (C has it, Python does not) must be refused here, not crash there.
 _MATH_FUNCTIONS = {
     name: name
     for name in (
         "sqrt", "exp", "log", "fabs", "pow", "sin", "cos", "tan", "tanh", "floor", "ceil",
         "exp2", "log2", "log10", "erf", "fma", "fmin", "fmax",
     )
+    if hasattr(math, name)
 }
 _NUMPY_FUNCTIONS = {
     name: name
@@ -719,6 +722,10 @@ class _Translator:
     def call(self, node: ast.Call) -> ir.Expr:
         func = ast.unparse(node.func)
         canonical = self.pure_function(node)
+        if canonical is None and func.startswith("math.") and func[5:] in ir.PURE_FUNCTIONS:
+            raise self.error(
+                f"call to '{func}': Python's math module has no {func[5:]} (C has it); "
+                "use min/max or numpy.fmin/numpy.fmax", node)
         if canonical is None:
             raise self.error(
                 f"call to '{func}': only pure math functions are allowed (a call may have "

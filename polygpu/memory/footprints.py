@@ -101,6 +101,10 @@ def _stride(s: isl.Set, d: int) -> int:
 
 
 MAX_CHUNK_SEARCH = 4096  # widest dimension whose offsets are enumerated for chunks
+# footprints made of more pieces than this are not boxed (nor staged): such sets come
+# from skewed schedules (a wavefront's tile), where isl's bounds take minutes and a box
+# around the scattered points would hold mostly elements the block never touches
+MAX_PIECES = 12
 
 
 def _offsets(s: isl.Set, d: int, lo: isl.PwAff, context: isl.Set) -> list[int] | None:
@@ -140,8 +144,8 @@ def _chunks(offsets: list[int]) -> tuple[int, int] | None:
 
 def bounding_box(s: isl.Set, context: isl.Set) -> Box | None:
     """The strided (or chunked) box around ``s`` (see module doc), or None if
-    unbounded."""
-    if s.is_empty():
+    unbounded or made of more than ``MAX_PIECES`` pieces."""
+    if s.n_basic_set() > MAX_PIECES or s.is_empty():
         return None
     base, strides, extents, chunks = [], [], [], []
     for d in range(s.dim(isl.dim_type.set)):

@@ -8,7 +8,7 @@ stages and the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from polygpu.model.atomic import combinable, relaxed_dependences
 from polygpu.model.bounds import BoundsWarning, check_bounds
@@ -34,11 +34,18 @@ class Analysis:
     # sum reductions whose reduction loops may be parallel with atomic combining
     # (statement -> reduction; :mod:`polygpu.model.atomic`)
     combinable: dict[str, Reduction]
+    # relaxed dependences per atomic set: the scheduler asks for the same few sets
+    # hundreds of times (a cache of derived values; the bundle's fields never change)
+    _relaxed: dict = field(default_factory=dict, compare=False, repr=False)
 
     def dependences_with(self, atomic) -> Dependences:
         """The dependences a schedule must respect when the statements ``atomic``
         combine their updates atomically (none: the exact dependences)."""
-        return relaxed_dependences(self.scop, self.dependences, self.combinable, atomic)
+        key = frozenset(atomic)
+        if key not in self._relaxed:
+            self._relaxed[key] = relaxed_dependences(self.scop, self.dependences,
+                                                     self.combinable, key)
+        return self._relaxed[key]
 
     def reuse_of(self, statement: str, ref: int) -> ReuseInfo:
         for r in self.reuse:

@@ -83,15 +83,19 @@ def _memory_pairs(scop: Scop, atomic: str, other: str, array: str) -> list[Depen
     """Every pair of instances of ``atomic`` and ``other`` touching one element of
     ``array``, oriented by the original schedule (earlier -> later)."""
     writes = scop.statement(atomic).writes[0].relation  # the reduction's target
-    schedule = scop.schedule
+    # only the two statements' order matters: lex_lt over the whole region's schedule
+    # costs seconds on a dozen statements (correlation), per pair
+    schedule = isl.UnionMap.from_map(scop.statement(atomic).schedule).union(
+        isl.UnionMap.from_map(scop.statement(other).schedule))
+    order = schedule.lex_lt_union_map(schedule)
     out = []
     for acc in scop.accesses:
         if acc.statement != other or acc.array != array:
             continue
         same = isl.UnionMap.from_map(writes).apply_range(
             isl.UnionMap.from_map(acc.relation).reverse())  # atomic -> other
-        before = same.intersect(schedule.lex_lt_union_map(schedule))
-        after = same.reverse().intersect(schedule.lex_lt_union_map(schedule))
+        before = same.intersect(order)
+        after = same.reverse().intersect(order)
         for kind, rel, source, sink in (
                 ("flow" if acc.kind == "read" else "output", before, atomic, other),
                 ("anti" if acc.kind == "read" else "output", after, other, atomic)):

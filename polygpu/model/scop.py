@@ -119,6 +119,9 @@ class Scop:
     statements: tuple[Statement, ...]
     loops: tuple[Loop, ...]
     loc: SourceLoc
+    # extra isl parameters of one host step (schedule/host.py): the host loops'
+    # iterators, fixed while the step's kernels run and passed to them as arguments
+    host: tuple[str, ...] = ()
 
     def specialized(self, values: Mapping[str, int]) -> Scop:
         """This region for exactly these parameter values (a context that fixes them):

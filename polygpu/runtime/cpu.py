@@ -6,8 +6,12 @@ with a generated host function::
     extern "C" int polygpu_run(<the original arguments, in signature order>)
 
 that evaluates each launch's grid expressions in C and runs the launches in order through
-``polygpu_emulate_launch``.  The library is cached by a hash of its full text, so a program
-is compiled once; it is called with ctypes on numpy arrays, which it updates in place.
+``polygpu_emulate_launch``.  A program with host loops takes two more arguments, the
+steps to run (``KernelProgram.steps``: per step the launch's index and the host
+iterators' values) and their number, so both backends follow one enumeration.
+
+The library is cached by a hash of its full text, so a program is compiled once; it
+is called with ctypes on numpy arrays, which it updates in place.
 
 Launches run their blocks' threads as std::threads only when the program calls
 ``__syncthreads()``; otherwise each block's threads run one after another, a schedule CUDA
@@ -21,6 +25,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from polygpu.codegen.program import KernelProgram
 from polygpu.frontend.ir import DTYPES
@@ -51,7 +57,7 @@ def host_source(program: KernelProgram) -> str:
     """The complete C++ translation unit compiled for ``program``."""
     for launch in program.launches:
         for e in launch.grid:
-            unknown = grid.names(e) - set(program.parameters)
+            unknown = grid.names(e) - set(program.parameters) - set(program.host_iterators)
             if unknown:
                 raise grid.GridExpressionError(
                     f"grid expression {e!r} of {launch.kernel}: {', '.join(sorted(unknown))} "
@@ -67,13 +73,15 @@ def host_source(program: KernelProgram) -> str:
         f"{DTYPES[a.dtype][0]} {'*' if a.kind == 'array' else ''}{a.name}"
         for a in program.arguments
     )
-    names = ", ".join(a.name for a in program.arguments)
+    names = ", ".join([a.name for a in program.arguments] + list(program.host_iterators))
     body = [f"    memcpy({name}_const, {name}, sizeof {name}_const);  // __constant__ copy\n"
             for name in program.constants]
+    host = program.host_iterators
+    launch_code = []
     for k, launch in enumerate(program.launches):
         g = [f"(long long)({e})" for e in launch.grid]
         b = ", ".join(map(str, launch.block))
-        body.append(
+        launch_code.append(
             f"    // launch {k}\n"
             f"    g0 = {g[0]}; g1 = {g[1]}; g2 = {g[2]};\n"
             f"    if (g0 < 1 || g1 < 1 || g2 < 1 || g0 > 2147483647LL || g1 > 65535 || g2 > 65535)"
@@ -83,6 +91,21 @@ def host_source(program: KernelProgram) -> str:
             f"{', ' if names else ''}{names}))\n"
             "        return 1;\n"
         )
+    if host:
+        params += ", const long long *polygpu_steps, long long polygpu_n_steps"
+        width = 1 + len(host)
+        body.append("    for (long long polygpu_s = 0; polygpu_s < polygpu_n_steps; "
+                    "polygpu_s++) {\n"
+                    "        const long long *polygpu_step = polygpu_steps + polygpu_s * "
+                    f"{width};\n")
+        body += [f"        const int {h} = (int)polygpu_step[{d + 1}];\n"
+                 for d, h in enumerate(host)]
+        body.append("        switch (polygpu_step[0]) {\n")
+        for k, code in enumerate(launch_code):
+            body.append(f"        case {k}: {{\n{code}        }} break;\n")
+        body.append("        }\n    }\n")
+    else:
+        body += launch_code
     return (
         HEADER.read_text()
         + f'\n#line 1 "{program.function}.cu"\n'
@@ -117,6 +140,11 @@ class CpuProgram:
         args = [
             b.value.ctypes.data if b.argument.kind == "array" else b.value.item() for b in bound
         ]
+        if self.program.host_iterators:
+            steps = np.array([(k, *h) for k, h in self.program.steps(values)],
+                             dtype=np.int64).reshape(-1, 1 + len(self.program.host_iterators))
+            fn.argtypes = fn.argtypes + [ctypes.c_void_p, ctypes.c_longlong]
+            args += [steps.ctypes.data, len(steps)]
         if fn(*args) != 0:
             lib.polygpu_last_error.restype = ctypes.c_char_p
             raise LaunchError(f"{self.program.function}: {lib.polygpu_last_error().decode()}")

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 from polygpu.runtime import grid
@@ -137,17 +139,24 @@ def _prepare(program: KernelProgram, values: Mapping[str, object]) -> _Prepared:
     args = [int(buffers[b.argument.name]) if b.argument.kind == "array" else b.value
             for b in bound]
     arg_types = ["P" if b.argument.kind == "array" else b.value.dtype for b in bound]
-    launches = []
+    arg_types += ["i"] * len(program.host_iterators)  # host steps: int iterators last
+    funcs = []
     for launch in program.launches:
-        dims = tuple(grid.evaluate(e, params) for e in launch.grid)
-        grid.check_launch(launch.kernel, dims, launch.block)
         func = module.get_function(launch.kernel)
         func.prepare(arg_types)
         if launch.shared_bytes > _DEFAULT_SHARED_LIMIT:
             func.set_attribute(
                 cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared_bytes
             )
-        launches.append((func, dims, tuple(launch.block), launch.shared_bytes, args))
+        funcs.append(func)
+    launches = []
+    for k, host in program.steps(values):  # each launch once, or once per host step
+        launch = program.launches[k]
+        names = program.grid_values(params, host)
+        dims = tuple(grid.evaluate(e, names) for e in launch.grid)
+        grid.check_launch(launch.kernel, dims, launch.block)
+        launches.append((funcs[k], dims, tuple(launch.block), launch.shared_bytes,
+                         args + [np.int32(h) for h in host]))
     return _Prepared(program, bound, buffers, launches)
 
 

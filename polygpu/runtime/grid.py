@@ -100,9 +100,15 @@ def names(text: str) -> frozenset[str]:
 
 def launch_blocks(program: KernelProgram, values: Mapping[str, int]) -> list[int]:
     """Thread blocks of each of ``program``'s launches at parameter ``values`` (refused
-    when the program was specialized for others)."""
+    when the program was specialized for others; with host loops, the most any of its
+    steps launches, 0 for a launch without steps)."""
     params = program.parameter_values(values)
-    return [math.prod(evaluate(e, params) for e in launch.grid) for launch in program.launches]
+    blocks = [0] * len(program.launches)  # with host loops: the largest step's grid
+    for k, host in program.steps(values):
+        names = program.grid_values(params, host)
+        count = math.prod(evaluate(e, names) for e in program.launches[k].grid)
+        blocks[k] = max(blocks[k], count)
+    return blocks
 
 
 def evaluate(text: str, values: Mapping[str, int]) -> int:

@@ -59,6 +59,7 @@ from polygpu.model.dependences import Dependence, Dependences
 from polygpu.model.parallelism import invariant_iterators, involved_iterators
 from polygpu.model.scop import Statement
 from polygpu.schedule.adjacency import adjacent_pairs, is_coalesced, transformation
+from polygpu.schedule.host import determined_iterators
 from polygpu.schedule.legality import transformation_schedule, violations
 from polygpu.schedule.transformation import KernelSchedule, Transformation
 
@@ -213,6 +214,10 @@ class UnitSearch:
                     self.reduction[stmt.name] = frozenset(relaxed - strict)
                     its = involved_iterators(stmt.writes[0], stmt)
                     self._target[stmt.name] = frozenset(stmt.iterators.index(i) for i in its)
+            if an.scop.host:  # a host step: its fixed iterators cannot spread work
+                relaxed -= determined_iterators(stmt.domain)
+                self.reduction[stmt.name] = self.reduction.get(
+                    stmt.name, frozenset()) & frozenset(relaxed)
             self._allowed[stmt.name] = sorted(relaxed)
 
     def allowed(self, stmt: Statement) -> list[int]:
@@ -346,7 +351,8 @@ def original(an: Analysis) -> Transformation | None:
     its space dimensions, innermost last; None when that is not legal."""
     parallel = {lp.loop for lp in an.loops if lp.parallel}
     unit = UnitSearch(an)
-    choices = [tuple(k for k, lid in enumerate(s.loops) if lid in parallel)
+    choices = [tuple(k for k, lid in enumerate(s.loops)
+                     if lid in parallel and k in unit.allowed(s))
                for s in unit.stmts]
     return unit.build(choices, "original")
 

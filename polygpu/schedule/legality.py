@@ -126,12 +126,42 @@ def _padded(umap: isl.UnionMap, width: int, prefix: list[int]) -> isl.UnionMap:
 
 def transformation_schedule(tr: Transformation) -> ExecutionSchedule:
     """``S -> [kernel, p0..pk, t0..tm]``: what a transformation means on the GPU
-    before tiling (kernels in order, one thread per space point)."""
+    before tiling (kernels in order, one thread per space point); with host loops
+    ``S -> [h.., kernel, p0..pk, t0..tm]``, every host dimension a global barrier."""
     n_space = max(k.n_space for k in tr.kernels)
     n_time = max(k.n_time for k in tr.kernels)
     schedule = union_of(
         _padded(kernel.space, n_space, [index]).flat_range_product(
             _padded(kernel.time, n_time, []))
         for index, kernel in enumerate(tr.kernels))
-    return ExecutionSchedule(schedule, ("global",) + ("parallel",) * n_space +
-                             ("local",) * n_time)
+    kinds = ("global",) + ("parallel",) * n_space + ("local",) * n_time
+    if tr.host is not None:
+        schedule = _with_host(tr, schedule)
+        kinds = ("global",) * len(tr.host.names) + kinds
+    return ExecutionSchedule(schedule, kinds)
+
+
+def without_host_parameters(m: isl.Map, names) -> isl.Map:
+    """``m`` (defined on a step's domain, where ``H(x) = names``) for all steps: the
+    host iterators are functions of the instance there, so projecting them out of
+    the parameters is exact."""
+    for name in names:
+        k = m.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            m = m.project_out(isl.dim_type.param, k, 1)
+    return m
+
+
+def _with_host(tr: Transformation, schedule: isl.UnionMap) -> isl.UnionMap:
+    """``schedule`` (of the step region) preceded by the host dimensions, for every
+    step at once: the proof then covers dependences within and across steps."""
+    domains = {s.name: s.domain for s in tr.step.scop.statements}
+    result = []
+    for m in maps_of(schedule):
+        name = m.get_tuple_name(isl.dim_type.in_)
+        m = without_host_parameters(m.intersect_domain(domains[name]), tr.host.names)
+        h = tr.host.of(name)
+        h = h.align_params(m.get_space())
+        m = m.align_params(h.get_space())
+        result.append(h.flat_range_product(m).reset_tuple_id(isl.dim_type.out))
+    return union_of(result)

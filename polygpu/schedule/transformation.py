@@ -15,6 +15,8 @@ ones are padded with zeros), so a kernel's schedule is one union map.  A stateme
 whose space dimensions include one of its reduction loops is *atomic*: threads that
 share its target element combine their partial sums with ``atomicAdd``
 (:mod:`polygpu.model.atomic`), and legality is proven against the relaxed dependences.
+With host loops (:mod:`polygpu.schedule.host`) the kernel sequence runs once per host
+step, the host iterators being parameters inside it.
 ``Scop`` order and dependences are not stored here: :mod:`polygpu.schedule.legality`
 proves a transformation against them.
 """
@@ -22,8 +24,13 @@ proves a transformation against them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import islpy as isl
+
+if TYPE_CHECKING:
+    from polygpu.model.analysis import Analysis
+    from polygpu.schedule.host import HostSchedule
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,11 @@ class Transformation:
     coalesced: tuple[tuple[str, int], ...]
     shared: tuple[tuple[str, int], ...]
     origin: str
+    # host loops (schedule/host.py): the kernels run once per step of ``host``, and
+    # their statements, spaces and times are those of the step region analysed in
+    # ``step`` (whose parameters include the host iterators); None: launched once
+    host: HostSchedule | None = None
+    step: Analysis | None = None
 
     @property
     def atomic(self) -> tuple[str, ...]:

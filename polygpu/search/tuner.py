@@ -197,16 +197,18 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
         variant = Variant.from_json(variant_json)
         c = compile_variant(prepared, variant, params)
         checked = program_at(c, check_params) if variant.specialize else None
-        traffic = sum(t.bytes for launch, k in zip(c.program.launches, c.kernels, strict=True)
-                      for t in estimated_traffic(c.analysis.scop, k, launch.kernel,
-                                                 dict(params), c.memory))
-        work = [operand_loads(c.analysis.scop, k, dict(params), c.memory)
-                for k in c.kernels]
-        early = any(prefetched(c.analysis.scop, k, list(c.memory.of_kernel(k.index).values()))
+        scop = c.kernel_scop
+        launches = c.modelled_launches(params)  # host loops: a middle step, times steps
+        traffic = sum(t.bytes * times for k, name, values, times in launches
+                      for t in estimated_traffic(scop, k, name, values, c.memory))
+        work = [(operand_loads(scop, k, values, c.memory), times)
+                for k, _, values, times in launches]
+        early = any(prefetched(scop, k, list(c.memory.of_kernel(k.index).values()))
                     for k in c.kernels)
         return {"program": c.program, "check_program": checked, "traffic": traffic,
-                "instances": sum(w.instances for w in work), "prefetched": early,
-                "operand_loads": round(sum(w.loads for w in work)),
+                "instances": sum(w.instances * times for w, times in work),
+                "prefetched": early,
+                "operand_loads": round(sum(w.loads * times for w, times in work)),
                 "blocks": launch_blocks(c.program, params),
                 "function": c.program.function}
     except PolygpuError as e:

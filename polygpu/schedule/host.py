@@ -1,0 +1,251 @@
+"""Host loops: outer sequential loops that the host drives, launching kernels per step.
+
+A stencil's time loop, an LU or Cholesky pivot loop, Floyd-Warshall's ``k``: they
+carry dependences between *all* threads, so no single kernel can run them -- a global
+barrier is needed between their iterations, and on a GPU the only global barrier is the
+end of a kernel.  The host therefore runs these loops itself and launches the kernels
+of one step at every iteration.
+
+A host schedule ``H`` maps each statement to ``[h0, ..., h{g-1}]``; instances with
+equal ``H`` form one *step*, steps run in lexicographic order with a global barrier
+between them.  Inside a step the host iterators are fixed, so they become *parameters*
+of a per-step region (:func:`step_scop`): the whole optimizer -- dependences, scheduler,
+tiling, memory placement, code generation -- runs on that region unchanged, and the
+kernels receive the host iterators as extra integer arguments.
+
+Two kinds of ``H`` are proposed (:func:`host_schedules`):
+
+* ``loops`` -- the outermost loops that carry a dependence (and whose enclosing loops
+  all do) with the statement-order constants of the original 2d+1 schedule around
+  them, so a statement after a host loop gets its own steps;
+* ``wavefront`` -- when those loops are *all* of a perfect nest's loops (Gauss-Seidel:
+  every loop carries a dependence), one hyperplane ``c . x`` that every dependence
+  crosses forwards; a step is one wavefront, whose instances are independent.
+
+Nothing here is trusted: the scheduler proves every host transformation against the
+original dependences (host dimensions as global barriers) before offering it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+
+import islpy as isl
+
+from polygpu.model.analysis import Analysis
+from polygpu.model.dependences import maps_of
+from polygpu.model.scop import Scop, Statement
+
+MAX_WAVEFRONT_COEFFICIENT = 4
+
+
+@dataclass(frozen=True)
+class HostSchedule:
+    """``schedule``: each statement -> its step ``[h0..]`` (all with ``len(names)``
+    dimensions); ``names``: the C/isl names of the host iterators."""
+
+    schedule: isl.UnionMap
+    names: tuple[str, ...]
+    kind: str  # 'loops' | 'wavefront'
+
+    def of(self, statement: str) -> isl.Map:
+        for m in maps_of(self.schedule):
+            if m.get_tuple_name(isl.dim_type.in_) == statement:
+                return m
+        raise KeyError(statement)
+
+
+def _free_names(scop: Scop, n: int) -> tuple[str, ...]:
+    taken = set(scop.signature) | {it for s in scop.statements for it in s.iterators}
+    taken |= {a.name for a in scop.arrays}
+    names = []
+    for k in range(n):
+        name = f"h{k}"
+        while name in taken:
+            name = "_" + name
+        names.append(name)
+    return tuple(names)
+
+
+def _prefix(stmt: Statement, n_dims: int, width: int) -> isl.Map:
+    """The first ``n_dims`` dimensions of ``stmt``'s 2d+1 schedule, then zeros up to
+    ``width``."""
+    m = stmt.schedule
+    total = m.dim(isl.dim_type.out)
+    m = m.project_out(isl.dim_type.out, n_dims, total - n_dims)
+    m = m.add_dims(isl.dim_type.out, width - n_dims)
+    for k in range(n_dims, width):
+        m = m.fix_val(isl.dim_type.out, k, isl.Val(0))
+    return m.reset_tuple_id(isl.dim_type.out)
+
+
+def _drop_constant_dims(maps: list[isl.Map]) -> list[isl.Map]:
+    """Remove the dimensions that are the same constant for every statement (the
+    leading statement position of a region with one top-level loop, say)."""
+    width = maps[0].dim(isl.dim_type.out)
+    keep = []
+    for k in range(width):
+        values = set()
+        for m in maps:
+            v = m.plain_get_val_if_fixed(isl.dim_type.out, k)
+            values.add(None if v.is_nan() else int(v.to_python()))
+        if None in values or len(values) > 1:
+            keep.append(k)
+    out = []
+    for m in maps:
+        for k in reversed(range(width)):
+            if k not in keep:
+                m = m.project_out(isl.dim_type.out, k, 1)
+        out.append(m)
+    return out
+
+
+def _union(maps: list[isl.Map], context: isl.Set) -> isl.UnionMap:
+    result = isl.UnionMap.empty(context.get_space())
+    for m in maps:
+        result = result.union(isl.UnionMap.from_map(m))
+    return result
+
+
+def host_loops(an: Analysis) -> HostSchedule | None:
+    """The ``loops`` host schedule: per statement, its enclosing loops that carry a
+    dependence from the outside in (stopping at the first that does not)."""
+    scop = an.scop
+    statements = [s for s in scop.statements if not s.domain.is_empty()]
+    sequential = {lp.loop for lp in an.loops if not lp.parallel and not lp.reduction}
+    host_depth = {}
+    for s in statements:
+        m = 0
+        while m < len(s.loops) and s.loops[m] in sequential:
+            m += 1
+        host_depth[s.name] = m
+    g = max(host_depth.values(), default=0)
+    if g == 0:
+        return None
+    maps = []
+    for s in statements:
+        m = host_depth[s.name]
+        # inside all g host loops: [c0, i0, .., c{g-1}, i{g-1}] -- the statement order
+        # inside the innermost host loop is left to the per-step scheduler; with fewer,
+        # the position after its last host loop orders it among the deeper steps
+        maps.append(_prefix(s, 2 * m if m == g else 2 * m + 1, 2 * g))
+    maps = _drop_constant_dims(maps)
+    names = _free_names(scop, maps[0].dim(isl.dim_type.out))
+    return HostSchedule(_union(maps, scop.context), names, "loops")
+
+
+def _deltas_ok(an: Analysis, maps: dict[str, isl.Map]) -> bool:
+    """Every dependence goes forwards under the one-dimensional ``maps``; strictly
+    between instances of one statement (the wavefront has to carry those)."""
+    for d in an.dependences.items:
+        pairs = isl.UnionMap.from_map(d.relation).apply_domain(
+            isl.UnionMap.from_map(maps[d.source])).apply_range(
+            isl.UnionMap.from_map(maps[d.sink]))
+        if pairs.is_empty():
+            continue
+        delta = isl.Set.from_union_set(pairs.deltas())
+        bound = 1 if d.source == d.sink else 0
+        if not delta.subtract(_at_least(delta, bound)).is_empty():
+            return False
+    return True
+
+
+def _at_least(delta: isl.Set, bound: int) -> isl.Set:
+    ls = isl.LocalSpace.from_space(delta.get_space())
+    aff = isl.Aff.var_on_domain(ls, isl.dim_type.set, 0).add_constant_val(isl.Val(-bound))
+    return isl.Set.universe(delta.get_space()).intersect(
+        isl.PwAff.from_aff(aff).nonneg_set())
+
+
+def wavefront(an: Analysis) -> HostSchedule | None:
+    """A ``wavefront`` host schedule for a perfect nest whose loops all carry
+    dependences, or None.  Coefficients are tried smallest sum first (fewer steps)."""
+    scop = an.scop
+    stmts = [s for s in scop.statements if not s.domain.is_empty()]
+    if not stmts or any(s.loops != stmts[0].loops for s in stmts):
+        return None
+    depth = len(stmts[0].loops)
+    sequential = {lp.loop for lp in an.loops if not lp.parallel and not lp.reduction}
+    if depth < 2 or not all(lid in sequential for lid in stmts[0].loops):
+        return None
+    candidates = sorted(itertools.product(range(MAX_WAVEFRONT_COEFFICIENT + 1),
+                                          repeat=depth), key=lambda c: (sum(c), c[::-1]))
+    for c in candidates:
+        if sum(1 for v in c if v) < 2:
+            continue  # one loop alone is the host-loops schedule
+        maps = {}
+        for s in stmts:
+            sched = s.schedule  # [p0, ±i0, p1, ±i1, ...]: order-preserving signs
+            terms = " + ".join(f"{v} * o{2 * k + 1}" for k, v in enumerate(c) if v)
+            outs = ", ".join(f"o{k}" for k in range(sched.dim(isl.dim_type.out)))
+            proj = isl.Map(f"{{ [{outs}] -> [{terms}] }}")
+            proj = proj.align_params(sched.get_space())
+            maps[s.name] = sched.apply_range(proj)
+        if _deltas_ok(an, maps):
+            names = _free_names(scop, 1)
+            return HostSchedule(_union(list(maps.values()), scop.context), names,
+                                "wavefront")
+    return None
+
+
+def host_schedules(an: Analysis) -> list[HostSchedule]:
+    """The host schedules worth trying for ``an``'s region, preferred first."""
+    found = []
+    loops = host_loops(an)
+    if loops is not None:
+        found.append(loops)
+    wave = wavefront(an)
+    if wave is not None:
+        found.append(wave)
+    return found
+
+
+def step_scop(scop: Scop, host: HostSchedule) -> Scop:
+    """The region of one step: ``host.names`` are parameters, every statement's domain
+    (and its accesses and schedule) is cut to the instances with ``H = names``."""
+    params = list(scop.parameters) + list(host.names)
+    space = isl.Space.create_from_names(isl.DEFAULT_CONTEXT, set=[], params=params)
+    context = scop.context.align_params(space)
+    statements = []
+    for s in scop.statements:
+        domain = s.domain.align_params(space)
+        if not s.domain.is_empty():  # one that never runs has no step (and no map)
+            h = host.of(s.name).align_params(space)
+            n = h.dim(isl.dim_type.out)
+            fix = isl.Set.universe(h.range().get_space())
+            outs = ", ".join(f"o{j}" for j in range(n))
+            for k in range(n):
+                fix = fix.intersect(isl.Set(
+                    f"[{host.names[k]}] -> {{ [{outs}] : o{k} = {host.names[k]} }}"
+                ).align_params(fix.get_space()))
+            domain = domain.intersect(h.intersect_range(fix).domain())
+        domain = domain.intersect_params(context)
+        statements.append(replace(
+            s, domain=domain,
+            schedule=s.schedule.align_params(space).intersect_domain(domain),
+            accesses=tuple(replace(a, relation=a.relation.align_params(space)
+                                   .intersect_domain(domain)) for a in s.accesses)))
+    arrays = tuple(replace(a, extent=a.extent.align_params(space)) for a in scop.arrays)
+    return replace(scop, context=context, statements=tuple(statements), arrays=arrays,
+                   host=tuple(host.names))
+
+
+def determined_iterators(domain: isl.Set) -> frozenset[int]:
+    """Iterators of a step's statement that the step fixes, given the others: a host
+    loop's own iterator, or one coordinate of a wavefront.  They are useless as space
+    dimensions (a single value per thread block or grid line), so the scheduler keeps
+    them out.  Greedy from the innermost: an iterator is dropped when it is a function
+    of the parameters and of the iterators still kept."""
+    n = domain.dim(isl.dim_type.set)
+    dropped: set[int] = set()
+    for k in reversed(range(n)):
+        keep = [j for j in range(n) if j != k and j not in dropped]
+        m = isl.Map.from_domain(domain)
+        # out: x_k alone; in: the kept iterators (the dropped ones projected out)
+        m = m.move_dims(isl.dim_type.out, 0, isl.dim_type.in_, k, 1)
+        for j in sorted((j for j in range(n) if j != k and j not in keep), reverse=True):
+            m = m.project_out(isl.dim_type.in_, j if j < k else j - 1, 1)
+        if not domain.is_empty() and m.is_single_valued():
+            dropped.add(k)
+    return frozenset(dropped)
