@@ -155,3 +155,12 @@ def test_host_schedule_is_proven_against_the_original_dependences(tmp_path):
 ])
 def test_determined_iterators(domain, expected):
     assert determined_iterators(isl.Set(domain)) == expected
+
+
+def test_specialized_host_step_with_a_shrinking_grid(tmp_path):
+    """A specialized variant knows every parameter but not the host iterators: a grid
+    that shrinks with the pivot is not one number (regression: KeyError 'h0')."""
+    path = _file(tmp_path, LU, "lu")
+    compiled = compile_region(path, variant=Variant(specialize=True), params={"n": 19})
+    result = check_program(compiled.program, compiled.analysis.scop, path, {"n": 19}, seed=5)
+    assert result.ok, result.message

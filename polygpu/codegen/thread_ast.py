@@ -56,7 +56,7 @@ def thread_context(scop: Scop, kernel: TiledKernel, threads: bool) -> isl.Set:
     for k, b in enumerate(kernel.block_names):
         p = context.find_dim_by_name(isl.dim_type.param, b)
         context = context.lower_bound_val(isl.dim_type.param, p, isl.Val(0))
-        if known:
+        if known and not _involves(kernel.extent[k], scop.host):
             count = block_count(kernel.extent[k], kernel.tile[k], fixed)
             context = context.upper_bound_val(isl.dim_type.param, p, isl.Val(count - 1))
     if threads:
@@ -87,3 +87,13 @@ def kernel_ast(scop: Scop, kernel: TiledKernel, levels: int = 0,
         options = "; ".join(f"[{dims}] -> unroll[{k - levels}]" for k in kernel.unroll_dims)
         build = build.set_options(isl.UnionMap(f"{{ {options} }}"))
     return build.node_from_schedule_map(schedule)
+
+
+def _involves(pa: isl.PwAff, names) -> bool:
+    """Whether ``pa`` depends on any of the parameters ``names`` (a host step's grid
+    may shrink with its iterators: its block count is not one number then)."""
+    for name in names:
+        k = pa.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0 and pa.involves_dims(isl.dim_type.param, k, 1):
+            return True
+    return False
