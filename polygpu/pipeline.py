@@ -93,7 +93,13 @@ class Prepared:
 
 def prepare(spec: str, function: str | None = None, defines: Sequence[str] = (),
             include_dirs: Sequence[str] = ()) -> Prepared:
-    an = analyze(build_scop(load(spec, function, defines, include_dirs)))
+    scop = build_scop(load(spec, function, defines, include_dirs))
+    if all(s.domain.is_empty() for s in scop.statements):
+        # no kernel to launch and no step to take: an error, not an empty .cu file
+        raise PolygpuError(f"{scop.function}: no statement of the region ever runs (its "
+                           "iteration domains are empty for every parameter value), so "
+                           "there is nothing to generate", scop.loc)
+    an = analyze(scop)
     return Prepared(spec, an, candidates(an))
 
 

@@ -81,6 +81,18 @@ def test_bad_input_writes_nothing(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_region_that_never_runs_is_a_clean_error(tmp_path):
+    # found by the fuzz test: a guard no iteration satisfies (j < 1 with j >= i + 1 >= 1)
+    src = tmp_path / "never.c"
+    src.write_text("void f(int n, float B[n][n])\n{\n#pragma scop\n"
+                   "  for (int i = 0; i < n; i++)\n    for (int j = i + 1; j < n; j++)\n"
+                   "      if (j < 1)\n        B[i][j] = 0;\n#pragma endscop\n}\n")
+    result = polygpu("compile", str(src), "-o", str(tmp_path / "o"))
+    assert result.returncode == 2 and result.stderr.startswith(f"{src}:")
+    assert "ever runs" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "o").exists()
+
+
 def test_check_passes_on_the_cpu_and_reports_a_missing_parameter_with_its_line():
     ok = polygpu("check", "kernels/mvt.c", "-p", "n=37", "--seed", "3")
     assert ok.returncode == 0, ok.stdout + ok.stderr

@@ -41,14 +41,18 @@ def footprints(scop: Scop) -> dict[str, ArrayFootprint]:
     """Written and live-in elements of every argument array of ``scop``."""
     reads = scop.access_map("read")
     writes = scop.access_map("write")
-    flow = (
-        isl.UnionAccessInfo.from_sink(reads)
-        .set_must_source(writes)
-        .set_schedule_map(scop.schedule)
-        .compute_flow()
-    )
+    try:
+        flow = (
+            isl.UnionAccessInfo.from_sink(reads)
+            .set_must_source(writes)
+            .set_schedule_map(scop.schedule)
+            .compute_flow()
+        )
+        live_in_elements = flow.get_must_no_source().range()
+    except isl.Error:  # isl fails on some strided, disjunctive domains
+        live_in_elements = _live_in_by_order(scop, writes)
     written = _by_array(writes.range())
-    live_in = _by_array(flow.get_must_no_source().range())
+    live_in = _by_array(live_in_elements)
     out = {}
     for a in scop.arrays:
         if a.kind != "argument":
@@ -59,6 +63,22 @@ def footprints(scop: Scop) -> dict[str, ArrayFootprint]:
             live_in=live_in.get(a.name, empty).coalesce(),
         )
     return out
+
+
+def _live_in_by_order(scop: Scop, writes: isl.UnionMap) -> isl.UnionSet:
+    """The elements some read takes from before the region, from first principles:
+    per read reference (one element per instance), the instances that no write to
+    their element precedes."""
+    schedule = scop.schedule
+    earlier = schedule.lex_gt_union_map(schedule)  # instance -> instances before it
+    result = isl.UnionSet.empty(scop.context.get_space())
+    for a in scop.accesses:
+        if a.kind != "read":
+            continue
+        read = isl.UnionMap.from_map(a.relation)
+        sourced = read.apply_range(writes.reverse()).intersect(earlier).domain()
+        result = result.union(read.subtract_domain(sourced).range())
+    return result
 
 
 def _by_array(uset: isl.UnionSet) -> dict[str, isl.Set]:
