@@ -19,10 +19,11 @@
      {T, T/2, T/4} threads per block, T being the largest warp multiple the kernel's
      registers allow.
 
-4. **Order and budget**: ``model`` times survivors by :func:`predicted_cost` (the
-   longer of the modelled traffic over the bandwidth and the instances' FMAs and operand
-   loads over the issue rate, both scaled by how much of the GPU the launch's
-   concurrency can use);
+4. **Order and budget**: ``model`` times survivors by :func:`predicted_cost` (per
+   launch, the longer of the modelled traffic over the bandwidth and the instances'
+   FMAs and operand loads over the issue rate, both scaled by how much of the GPU that
+   launch's grid and concurrency can use; summed over the launches and their host
+   steps, with a launch latency each);
    ``exhaustive`` every variant in space order; ``random`` a seeded random order.  All
    stop after ``budget`` timed candidates (measurements reused from the database do not
    count) and rank by the same cost: the median time of a candidate that passed the
@@ -88,6 +89,24 @@ class TuneOptions:
 
 
 @dataclass(frozen=True)
+class LaunchCost:
+    """One launch of a candidate as the cost model sees it, over all its ``runs`` (its
+    host steps; 1 without host loops): modelled global traffic, statement instances and
+    operand loads, and the grid.  ``concurrency`` comes from ptxas (None before nvcc).
+    The model prices each launch on its own: a small reduction kernel of 16 blocks
+    beside a wide product kernel is slow because of its grid, whatever the product's."""
+
+    kernel: str
+    runs: int
+    traffic_bytes: int
+    instances: int
+    operand_loads: int
+    blocks: int
+    prefetched: bool = False
+    concurrency: float | None = None
+
+
+@dataclass(frozen=True)
 class Candidate:
     """One variant and what the search learnt about it.
 
@@ -114,6 +133,7 @@ class Candidate:
     concurrency: float | None = None  # fraction of the GPU's warp slots (widest launch)
     duplicate_of: str = ""
     measurement: Measurement | None = None
+    launches: tuple[LaunchCost, ...] = ()  # per launch; () = one, as the totals say
 
     @property
     def score(self) -> float:
@@ -198,18 +218,26 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
         c = compile_variant(prepared, variant, params)
         checked = program_at(c, check_params) if variant.specialize else None
         scop = c.kernel_scop
-        launches = c.modelled_launches(params)  # host loops: a middle step, times steps
-        traffic = sum(t.bytes * times for k, name, values, times in launches
-                      for t in estimated_traffic(scop, k, name, values, c.memory))
-        work = [(operand_loads(scop, k, values, c.memory), times)
-                for k, _, values, times in launches]
-        early = any(prefetched(scop, k, list(c.memory.of_kernel(k.index).values()))
-                    for k in c.kernels)
-        return {"program": c.program, "check_program": checked, "traffic": traffic,
-                "instances": sum(w.instances * times for w, times in work),
-                "prefetched": early,
-                "operand_loads": round(sum(w.loads * times for w, times in work)),
-                "blocks": launch_blocks(c.program, params),
+        blocks = launch_blocks(c.program, params)
+        names = [la.kernel for la in c.program.launches]
+        costs = []
+        for k, name, values, times in c.modelled_launches(params):
+            # host loops: counted at a middle step, times the steps
+            loads = operand_loads(scop, k, values, c.memory)
+            costs.append(LaunchCost(
+                kernel=name, runs=times,
+                traffic_bytes=sum(t.bytes for t in estimated_traffic(
+                    scop, k, name, values, c.memory)) * times,
+                instances=loads.instances * times,
+                operand_loads=round(loads.loads * times),
+                blocks=blocks[names.index(name)],
+                prefetched=prefetched(scop, k, list(c.memory.of_kernel(k.index).values()))))
+        return {"program": c.program, "check_program": checked,
+                "traffic": sum(x.traffic_bytes for x in costs),
+                "instances": sum(x.instances for x in costs),
+                "prefetched": any(x.prefetched for x in costs),
+                "operand_loads": sum(x.operand_loads for x in costs),
+                "blocks": blocks, "launches": tuple(costs),
                 "function": c.program.function}
     except PolygpuError as e:
         return {"error": str(e).splitlines()[0]}
@@ -237,6 +265,13 @@ def _compile_all(spec, function, options: TuneOptions, variants: Sequence[Varian
 
 
 # ------------------------------------------------------------------------------- prune
+
+
+def _main_grid(c: Candidate) -> int:
+    """Blocks of the launch that moves the most data (the one that sets the time)."""
+    if not c.launches:
+        return c.blocks
+    return max(c.launches, key=lambda x: x.traffic_bytes).blocks
 
 
 def register_limited_threads(registers: int, limits: Limits = SM_90) -> int:
@@ -274,24 +309,42 @@ SATURATION = 0.25  # concurrency from which memory-level parallelism stops helpi
 ISSUE_SATURATION = 0.125
 
 
-def model_times(c: Candidate, limits: Limits = SM_90) -> tuple[float, float]:
-    """(memory, issue) seconds of the model (see :func:`predicted_cost`)."""
+# what one launch costs beyond its work: the launch latency of back-to-back launches
+# (a few microseconds); what a host loop of thousands of steps pays per step
+LAUNCH_SECONDS = 3e-6
+
+
+def _launches(c: Candidate) -> tuple[LaunchCost, ...]:
+    """``c``'s launches; one standing for them all when only the totals are known."""
+    return c.launches or (LaunchCost("", 1, c.traffic_bytes or 0, c.instances,
+                                     c.operand_loads, c.blocks, c.prefetched,
+                                     c.concurrency),)
+
+
+def _launch_times(x: LaunchCost, limits: Limits) -> tuple[float, float]:
     sms = limits.multiprocessors
-    active = active_sms(c.blocks or 1, sms)
-    concurrency_ = max(c.concurrency or 0.0, 1e-6)
+    active = active_sms(max(x.blocks, 1), sms)
+    concurrency_ = max(x.concurrency or 0.0, 1e-6)
     # a prefetching staged kernel issues a tile's loads a whole tile before their use:
     # its warps do not wait for DRAM, so concurrency need not hide the latency
-    memory_share = active * (1.0 if c.prefetched else min(1.0, concurrency_ / SATURATION))
+    memory_share = active * (1.0 if x.prefetched else min(1.0, concurrency_ / SATURATION))
     issue_share = active * min(1.0, concurrency_ / ISSUE_SATURATION)
-    memory = (c.traffic_bytes or 0) / limits.dram_bytes_per_s / max(memory_share, 1e-9)
-    issue = (c.instances + c.operand_loads) / (
+    memory = x.traffic_bytes / limits.dram_bytes_per_s / max(memory_share, 1e-9)
+    issue = (x.instances + x.operand_loads) / (
         sms * limits.fp32_lanes_per_sm * limits.clock_hz) / max(issue_share, 1e-9)
     return memory, issue
 
 
+def model_times(c: Candidate, limits: Limits = SM_90) -> tuple[float, float]:
+    """(memory, issue) seconds of the model, summed over the launches (see
+    :func:`predicted_cost`)."""
+    times = [_launch_times(x, limits) for x in _launches(c)]
+    return sum(m for m, _ in times), sum(i for _, i in times)
+
+
 def predicted_cost(c: Candidate, limits: Limits = SM_90) -> float:
     """The model's order for timing (a budget times the most promising first), in
-    seconds: the longer of
+    seconds: per launch, the longer of
 
     * the memory time: modelled traffic over the DRAM bandwidth, and
     * the issue time: one instruction per statement instance plus its operand loads
@@ -299,18 +352,19 @@ def predicted_cost(c: Candidate, limits: Limits = SM_90) -> float:
       what orders compute-bound kernels like mm, whose traffic a good tiling has made
       small: bigger register tiles and vector loads need fewer loads per FMA;
 
-    each over the share of the GPU the launch can use: the SMs its grid occupies and, on
-    each, its concurrency up to what hides latency (a quarter of the warp slots for
-    loads, unless the kernel prefetches; an eighth for issue).  Only an order: the
-    times decide."""
-    return max(model_times(c, limits))
+    each over the share of the GPU that launch can use: the SMs its grid occupies and,
+    on each, its concurrency up to what hides latency (a quarter of the warp slots for
+    loads, unless the kernel prefetches; an eighth for issue); summed over the launches,
+    plus :data:`LAUNCH_SECONDS` per run of each.  Only an order: the times decide."""
+    return sum(max(_launch_times(x, limits)) + x.runs * LAUNCH_SECONDS
+               for x in _launches(c))
 
 
 def model_order(c: Candidate, limits: Limits = SM_90) -> tuple:
     """Sort key of the ``model`` strategy: predicted cost, then the sum of the two
     times (of two compute-bound variants, the one with less traffic), then the key."""
     memory, issue = model_times(c, limits)
-    return (max(memory, issue), memory + issue, c.key)
+    return (predicted_cost(c, limits), memory + issue, c.key)
 
 
 def check_parameters(params: Mapping[str, int], variant: Variant) -> dict[str, int]:
@@ -380,7 +434,7 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
                          prefetched=c["prefetched"],
                          shared_bytes=max(la.shared_bytes for la in launches),
                          threads=max(math.prod(la.block) for la in launches),
-                         blocks=max(c["blocks"]))
+                         blocks=max(c["blocks"]), launches=c["launches"])
         if identity in seen:
             cand = replace(cand, stage="duplicate", duplicate_of=seen[identity])
         else:
@@ -407,6 +461,7 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
             cubins[c.key] = b.binary
             program = programs[c.key]
             regs, occ, conc, most_threads, spills = 0, math.inf, math.inf, -1, 0
+            by_kernel = {}
             for launch, blocks in zip(program.launches, launch_blocks(program, params),
                                       strict=True):
                 res = b.resources.get(launch.kernel)
@@ -414,14 +469,17 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
                 smem = launch.shared_bytes + (res.shared_static if res else 0)
                 o, k = concurrency(math.prod(launch.block), r, smem, blocks,
                                    limits.multiprocessors, limits)
+                by_kernel[launch.kernel] = k
                 regs = max(regs, r)
                 spills += (res.spill_stores + res.spill_loads) if res else 0
                 # the launch with the most threads stands for the program: a small
                 # initialisation kernel beside it says nothing about the bandwidth drawn
                 if blocks * math.prod(launch.block) > most_threads:
                     most_threads, occ, conc = blocks * math.prod(launch.block), o, k
+            costs = tuple(replace(x, concurrency=by_kernel.get(x.kernel))
+                          for x in c.launches)
             candidates[c.key] = replace(c, registers=regs, occupancy=occ, concurrency=conc,
-                                        spill_bytes=spills)
+                                        spill_bytes=spills, launches=costs)
             if options.strategy == "model" and spills:
                 # a register tile that does not fit the registers the block size leaves
                 # (ptxas caps them by __launch_bounds__) spills to local memory: traffic
@@ -444,7 +502,12 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
                     if c.stage in ("kept", "pruned-traffic") and c.registers is None]
             built_ok = [c for c in candidates.values() if c.stage == "kept"
                         and c.registers is not None]
-            floor = min((c.traffic_bytes for c in built_ok + unbuilt), default=None)
+            pool = built_ok + unbuilt
+            # a grid of fewer blocks than SMs leaves the rest idle: its small traffic
+            # (a few huge tiles, one loop on a thread) is no floor for the variants
+            # whose main launch fills the GPU
+            filling = [c for c in pool if _main_grid(c) >= limits.multiprocessors]
+            floor = min((c.traffic_bytes for c in filling or pool), default=None)
             if floor is None or floor == least:
                 break
             least = floor
