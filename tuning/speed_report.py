@@ -19,6 +19,10 @@ GFLOP/s, speedup over naive and fraction of the roofline (3.0 TB/s, 51 TFLOP/s F
 the H100).  Kernels run one after another, results merged into the existing JSON, so a
 long list can be split over several invocations (``--kernel`` repeated).
 
+``--jobs N`` measures N kernels at once in worker processes: their CPU work (scheduling,
+code generation, nvcc) overlaps, while everything that runs on the GPU -- the tuner's
+measurements and the timing here -- holds one lock file, so no two timings share the GPU.
+
     python tuning/speed_report.py --budget 3                      # all, on the GPU
     python tuning/speed_report.py --backend cpu --sizes small --kernel gemm.c   # a dry run
 """
@@ -26,8 +30,11 @@ long list can be split over several invocations (``--kernel`` repeated).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
+import fcntl
 import json
+import os
 import re
 import sys
 import time
@@ -40,6 +47,33 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 NAIVE_THREADS = 256
+GPU_LOCK = os.environ.get("POLYGPU_GPU_LOCK", "/tmp/polygpu-speed-report.lock")
+
+
+@contextlib.contextmanager
+def gpu_lock():
+    """Hold the GPU alone (across the worker processes of ``--jobs``)."""
+    with open(GPU_LOCK, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+class LockedRunner:
+    """A runner whose measurements hold :func:`gpu_lock`."""
+
+    def __init__(self, runner):
+        self.runner = runner
+
+    def environment(self):
+        with gpu_lock():
+            return self.runner.environment()
+
+    def measure(self, job):
+        with gpu_lock():
+            return self.runner.measure(job)
 
 
 def quick_space():
@@ -116,17 +150,20 @@ def measure(path: str, function: str, params: dict[str, int], args) -> dict:
     from polygpu.search.tuner import TuneOptions, tune
 
     spec = str(ROOT / "kernels" / path)
-    row: dict = {"kernel": path, "function": function, "params": params}
+    row: dict = {"kernel": path, "function": function, "params": params,
+                 "budget": args.budget}
     prepared = prepare(spec, function)
     scop = prepared.analysis.scop
     work = workload(scop, params)
     row.update(flops=work.flops, compulsory_bytes=work.bytes)
 
     started = time.perf_counter()
-    result = tune(spec, params, ProcessRunner(args.backend, timeout_s=args.timeout),
+    runner = LockedRunner(ProcessRunner(args.backend, timeout_s=args.timeout))
+    result = tune(spec, params, runner,
                   function=function,
                   options=TuneOptions(strategy="model", budget=args.budget,
-                                      space=quick_space(), seed=1))
+                                      space=quick_space(), seed=1,
+                                      jobs=max(1, (os.cpu_count() or 1) // args.jobs)))
     row["tune_seconds"] = round(time.perf_counter() - started, 1)
     best = result.best
     if best is None:
@@ -149,21 +186,49 @@ def measure(path: str, function: str, params: dict[str, int], args) -> dict:
     outputs = {}
     for label, program in (("naive", plain), ("tuned", tuned)):
         run = _copy(values)
-        ms = _time(program, run, args.backend, args.repeats)
-        # the timed runs repeat the region on their own output: compare a single run
-        single = _copy(values)
-        _run_once(program, single, args.backend)
+        with gpu_lock():
+            ms = _time(program, run, args.backend, args.repeats)
+            # the timed runs repeat the region on their own output: compare a single run
+            single = _copy(values)
+            _run_once(program, single, args.backend)
+            split = (_time_by_kernel(program, _copy(values), args.backend)
+                     if len(program.launches) > 1 else None)
         outputs[label] = single
         perf = Roofline().evaluate(ms, work.flops, work.bytes)
         row[label] = {"ms": ms, "gflops": perf.gflops, "gbs": perf.gbs,
                       "roofline_fraction": perf.fraction, "bound": perf.bound}
+        if split:
+            row[label]["ms_by_kernel"] = split
     row["speedup"] = row["naive"]["ms"] / row["tuned"]["ms"]
     row["naive_vs_tuned_max_rel_difference"] = _max_difference(
         outputs["naive"], outputs["tuned"], written)
     if args.check:
-        checked = check_program(tuned, scop, spec, params, backend=args.backend, seed=1)
+        with gpu_lock():
+            checked = check_program(tuned, scop, spec, params, backend=args.backend, seed=1)
         row["check"] = {"ok": checked.ok, "message": checked.message}
     return row
+
+
+def _measured_row(job) -> dict:
+    """measure(), with a failure as the row's result (not the end of the report)."""
+    key, function, params, args = job
+    print(f"{key} {params} ...", flush=True)
+    try:
+        row = measure(key, function, params, args)
+    except Exception as e:  # noqa: BLE001
+        row = {"kernel": key, "function": function, "params": params,
+               "error": f"{type(e).__name__}: {e}".splitlines()[0],
+               "traceback": traceback.format_exc()}
+    row["date"] = datetime.date.today().isoformat()
+    return row
+
+
+def _time_by_kernel(program, values, backend):
+    if backend == "cpu":
+        return None  # the emulator's wall clock says nothing per kernel
+    from polygpu.runtime import gpu
+
+    return gpu.time_by_kernel(program, values)
 
 
 def _run_once(program, values, backend):
@@ -184,22 +249,42 @@ def _markdown(gpu: str, rows: list[dict]) -> str:
              "memory); tuned = `tune` (model strategy, small space).  Same process, same "
              "inputs, CUDA events, median.  Roofline: 3.0 TB/s, 51 TFLOP/s FP32.", "",
              "| kernel | sizes | naive ms | tuned ms | speedup | GFLOP/s | % roofline "
-             "| bound | host steps | check |",
-             "|---|---|--:|--:|--:|--:|--:|---|--:|---|"]
+             "| bound | host steps | budget | check |",
+             "|---|---|--:|--:|--:|--:|--:|---|--:|--:|---|"]
     for r in sorted(rows, key=lambda r: r["kernel"]):
         sizes = " ".join(f"{k}={v}" for k, v in r["params"].items())
         if "error" in r:
-            lines.append(f"| {r['kernel']} | {sizes} | | | | | | | | {r['error']} |")
+            lines.append(f"| {r['kernel']} | {sizes} | | | | | | | | | {r['error']} |")
             continue
         check = r.get("check", {}).get("ok")
         lines.append(
             f"| {r['kernel']} | {sizes} | {r['naive']['ms']:.3f} | {r['tuned']['ms']:.3f} | "
             f"{r['speedup']:.2f} | {r['tuned']['gflops']:.1f} | "
             f"{100 * r['tuned']['roofline_fraction']:.1f} | {r['tuned']['bound']} | "
-            f"{r['launches_per_run']} | "
+            f"{r['launches_per_run']} | {r.get('budget', '')} | "
             f"{'ok' if check else 'not run' if check is None else 'FAIL'} |")
     slow = sorted((r for r in rows if "error" not in r),
                   key=lambda r: r["tuned"]["roofline_fraction"])[:5]
+    split = [r for r in sorted(rows, key=lambda r: r["kernel"])
+             if "error" not in r and "ms_by_kernel" in r["tuned"]]
+    if split:
+        lines += ["", "Where the time goes (several kernels; ms per run, CUDA events "
+                  "around each launch):", ""]
+        for r in split:
+            parts = []
+            for label in ("naive", "tuned"):
+                by = r[label].get("ms_by_kernel")
+                parts.append(f"{label} " + (", ".join(f"`{k}` {v:.3f}" for k, v in by.items())
+                                            if by else "one kernel"))
+            lines.append(f"- {r['kernel']}: " + "; ".join(parts))
+    notes = [r for r in sorted(rows, key=lambda r: r["kernel"]) if r.get("note")]
+    if notes:
+        lines += ["", "Notes:", ""] + [f"- {r['kernel']}: {r['note']}" for r in notes]
+    catalog = json.loads((ROOT / "kernels" / "catalog.json").read_text())
+    missing = sorted(k for k in catalog if k.endswith(".c")
+                     and k not in {r["kernel"] for r in rows})
+    if missing:
+        lines += ["", "Not measured yet: " + ", ".join(missing)]
     lines += ["", "Slowest relative to the roofline: " + ", ".join(
         f"{r['kernel']} ({100 * r['tuned']['roofline_fraction']:.2f} %)" for r in slow)]
     return "\n".join(lines) + "\n"
@@ -216,6 +301,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--timeout", type=float, default=120.0, help="per candidate, seconds")
     p.add_argument("--no-check", dest="check", action="store_false")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="kernels measured at once (their GPU work still one at a time)")
     p.add_argument("-o", "--output", help="directory (default tuning/results/<gpu>/)")
     args = p.parse_args(argv)
 
@@ -231,21 +318,22 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     store = out / "speed_report.json"
     rows = json.loads(store.read_text())["kernels"] if store.exists() else []
-    for key in wanted:
-        entry = catalog[key]
-        params = entry[args.sizes]
-        print(f"{key} {params} ...", flush=True)
-        try:
-            row = measure(key, entry["function"], params, args)
-        except Exception as e:  # one kernel's failure is a result, not the end of the report
-            row = {"kernel": key, "function": entry["function"], "params": params,
-                   "error": f"{type(e).__name__}: {e}".splitlines()[0],
-                   "traceback": traceback.format_exc()}
-        row["date"] = datetime.date.today().isoformat()
+    jobs = [(key, catalog[key]["function"], catalog[key][args.sizes], args) for key in wanted]
+    if args.jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn"))
+        results = pool.map(_measured_row, jobs)
+    else:
+        pool, results = None, map(_measured_row, jobs)
+    for (key, *_), row in zip(jobs, results, strict=True):
         print(json.dumps({k: v for k, v in row.items() if k != "traceback"}), flush=True)
         rows = [r for r in rows if r["kernel"] != key] + [row]
         store.write_text(json.dumps({"gpu": gpu, "kernels": rows}, indent=1) + "\n")
         (out / "speed_report.md").write_text(_markdown(gpu, rows))
+    if pool is not None:
+        pool.shutdown()
     failed = [r["kernel"] for r in rows if "error" in r or not r.get("check", {"ok": True})["ok"]]
     return 1 if failed else 0
 

@@ -104,6 +104,7 @@ class _Prepared:
     bound: tuple[Bound, ...]
     buffers: dict[str, object]
     launches: list[tuple[object, tuple[int, int, int], tuple[int, int, int], int, list]]
+    indices: list[int]  # per entry of ``launches``: its launch in ``program.launches``
 
     def launch_all(self, stream=None) -> None:
         for func, grid_dims, block, shared, args in self.launches:
@@ -149,15 +150,16 @@ def _prepare(program: KernelProgram, values: Mapping[str, object]) -> _Prepared:
                 cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, launch.shared_bytes
             )
         funcs.append(func)
-    launches = []
+    launches, indices = [], []
     for k, host in program.steps(values):  # each launch once, or once per host step
+        indices.append(k)
         launch = program.launches[k]
         names = program.grid_values(params, host)
         dims = tuple(grid.evaluate(e, names) for e in launch.grid)
         grid.check_launch(launch.kernel, dims, launch.block)
         launches.append((funcs[k], dims, tuple(launch.block), launch.shared_bytes,
                          args + [np.int32(h) for h in host]))
-    return _Prepared(program, bound, buffers, launches)
+    return _Prepared(program, bound, buffers, launches, indices)
 
 
 def run_program(program: KernelProgram, values: Mapping[str, object]) -> None:
@@ -199,3 +201,31 @@ def time_program(
     prepared.copy_back()
     return Timing(statistics.median(times), tuple(times))
 
+
+
+def time_by_kernel(program: KernelProgram, values: Mapping[str, object], repeats: int = 5,
+                   warmup: int = 1) -> dict[str, float]:
+    """Where a run's time goes: per kernel, the milliseconds of all its launches in one
+    run (CUDA events around each launch; median over ``repeats``).  The events cost a
+    few microseconds a launch, so a many-step program reads a little slower than
+    :func:`time_program` says; the shares are what this is for."""
+    cuda = _cuda()
+    prepared = _prepare(program, values)
+    for _ in range(warmup):
+        prepared.launch_all()
+    cuda.Context.synchronize()
+    events = [(cuda.Event(), cuda.Event()) for _ in prepared.launches]
+    runs = []
+    for _ in range(repeats):
+        for (func, grid_dims, block, shared, args), (start, end) in zip(
+                prepared.launches, events, strict=True):
+            start.record()
+            func.prepared_async_call(grid_dims, block, None, *args, shared_size=shared)
+            end.record()
+        cuda.Context.synchronize()
+        totals = [0.0] * len(program.launches)
+        for k, (start, end) in zip(prepared.indices, events, strict=True):
+            totals[k] += end.time_since(start)
+        runs.append(totals)
+    return {launch.kernel: statistics.median(r[k] for r in runs)
+            for k, launch in enumerate(program.launches)}
