@@ -13,6 +13,7 @@ import importlib.util
 import itertools
 
 import islpy as isl
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 
 from polygpu.frontend.c_frontend import parse_c_file
@@ -20,10 +21,12 @@ from polygpu.frontend.python_frontend import parse_python_function
 from polygpu.model.build import build_scop
 from polygpu.model.dependences import compute_dependences
 from tests.random_nests import (
+    NMIN,
     Guard,
     Loop,
     Stmt,
     brute_force_dependences,
+    fuzz_nests,
     nests,
     render_c,
     render_python,
@@ -129,3 +132,27 @@ def test_isl_dependences_match_brute_force(tree, tmp_path):
         for ca, pa in zip(cs.accesses, ps.accesses, strict=True):
             assert (ca.kind, ca.array) == (pa.kind, pa.array)
             assert ca.relation.is_equal(pa.relation)
+
+
+# the richer nests of the fuzz test (tests/test_fuzz_nests.py): time-step loops, offset,
+# windowed and min/max bounds, shifted and scaled subscripts, descending strided loops;
+# in bounds from n = NMIN on.  Python only (the C side is the fuzz test's): ~0.15 s a nest
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(tree=fuzz_nests())
+def test_isl_dependences_match_brute_force_on_fuzz_nests(tree, tmp_path):
+    py_path = tmp_path / f"fuzz_{next(_counter)}.py"
+    py_path.write_text(render_python(tree))
+    scop = build_scop(parse_python_function(str(py_path), "nest"))
+    try:
+        deps = compute_dependences(scop)
+    except isl.Error as e:
+        raise AssertionError(f"isl failed: {e}\n{render_python(tree)}") from None
+    func = _load(py_path, "nest")
+    for n in (NMIN, NMIN + 1):
+        expected = brute_force_dependences(func, n, scop.statements)
+        got = {(d.kind, d.array, src, dst)
+               for d in deps.items for src, dst in _points(d.relation, n)}
+        assert got == expected, (render_python(tree), n, sorted(got - expected)[:4],
+                                 sorted(expected - got)[:4])
