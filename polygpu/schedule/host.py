@@ -135,27 +135,44 @@ def host_loops(an: Analysis) -> HostSchedule | None:
     return HostSchedule(_union(maps, scop.context), names, "loops")
 
 
-def _deltas_ok(an: Analysis, maps: dict[str, isl.Map]) -> bool:
-    """Every dependence goes forwards under the one-dimensional ``maps``; strictly
-    between instances of one statement (the wavefront has to carry those)."""
+def _loop_deltas(an: Analysis, stmts: list[Statement]) -> list[tuple[isl.Set, int]]:
+    """Per dependence, the differences sink - source of its instances' loop positions
+    (the odd schedule dimensions ``±i0, ±i1, ..``), and the least wavefront time step
+    it needs (1 within a statement, which the wavefront has to carry; 0 between
+    statements, ordered inside a step).  A wavefront ``t = c . x`` is legal iff
+    ``c . delta >= bound`` on each: computed once, as the difference of linear maps is
+    the map of the differences, so each coefficient vector tried costs a check on a
+    small set instead of a composition of the dependence with two schedules."""
+    schedules = {s.name: isl.UnionMap.from_map(s.schedule) for s in stmts}
+    out = []
     for d in an.dependences.items:
+        if d.source not in schedules or d.sink not in schedules:
+            continue  # a statement that never runs: no instance depends
         pairs = isl.UnionMap.from_map(d.relation).apply_domain(
-            isl.UnionMap.from_map(maps[d.source])).apply_range(
-            isl.UnionMap.from_map(maps[d.sink]))
-        if pairs.is_empty():
-            continue
-        delta = isl.Set.from_union_set(pairs.deltas())
-        bound = 1 if d.source == d.sink else 0
-        if not delta.subtract(_at_least(delta, bound)).is_empty():
+            schedules[d.source]).apply_range(schedules[d.sink])
+        for m in maps_of(pairs):
+            if m.is_empty():
+                continue
+            delta = m.deltas()
+            n = delta.dim(isl.dim_type.set)
+            for k in reversed(range(0, n, 2)):  # statement positions: not in c . x
+                delta = delta.project_out(isl.dim_type.set, k, 1)
+            out.append((delta.coalesce(), 1 if d.source == d.sink else 0))
+    return out
+
+
+def _forwards(deltas: list[tuple[isl.Set, int]], c: tuple[int, ...]) -> bool:
+    """Every dependence goes forwards under the wavefront ``t = c . x``."""
+    for delta, bound in deltas:
+        ls = isl.LocalSpace.from_space(delta.get_space())
+        aff = isl.Aff.zero_on_domain(ls).add_constant_val(isl.Val(-bound))
+        for k, v in enumerate(c):
+            if v:
+                aff = aff.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, k)
+                              .scale_val(isl.Val(v)))
+        if not delta.subtract(isl.PwAff.from_aff(aff).nonneg_set()).is_empty():
             return False
     return True
-
-
-def _at_least(delta: isl.Set, bound: int) -> isl.Set:
-    ls = isl.LocalSpace.from_space(delta.get_space())
-    aff = isl.Aff.var_on_domain(ls, isl.dim_type.set, 0).add_constant_val(isl.Val(-bound))
-    return isl.Set.universe(delta.get_space()).intersect(
-        isl.PwAff.from_aff(aff).nonneg_set())
 
 
 def wavefront(an: Analysis) -> HostSchedule | None:
@@ -169,11 +186,14 @@ def wavefront(an: Analysis) -> HostSchedule | None:
     sequential = {lp.loop for lp in an.loops if not lp.parallel and not lp.reduction}
     if depth < 2 or not all(lid in sequential for lid in stmts[0].loops):
         return None
+    deltas = _loop_deltas(an, stmts)
     candidates = sorted(itertools.product(range(MAX_WAVEFRONT_COEFFICIENT + 1),
                                           repeat=depth), key=lambda c: (sum(c), c[::-1]))
     for c in candidates:
         if sum(1 for v in c if v) < 2:
             continue  # one loop alone is the host-loops schedule
+        if not _forwards(deltas, c):
+            continue
         maps = {}
         for s in stmts:
             sched = s.schedule  # [p0, ±i0, p1, ±i1, ...]: order-preserving signs
@@ -182,10 +202,8 @@ def wavefront(an: Analysis) -> HostSchedule | None:
             proj = isl.Map(f"{{ [{outs}] -> [{terms}] }}")
             proj = proj.align_params(sched.get_space())
             maps[s.name] = sched.apply_range(proj)
-        if _deltas_ok(an, maps):
-            names = _free_names(scop, 1)
-            return HostSchedule(_union(list(maps.values()), scop.context), names,
-                                "wavefront")
+        names = _free_names(scop, 1)
+        return HostSchedule(_union(list(maps.values()), scop.context), names, "wavefront")
     return None
 
 
