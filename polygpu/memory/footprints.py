@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polygpu.model.dependences import maps_of
+from polygpu.model.isl_budget import OutOfBudget, isl_operation_budget
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 
@@ -144,9 +145,19 @@ def _chunks(offsets: list[int]) -> tuple[int, int] | None:
 
 def bounding_box(s: isl.Set, context: isl.Set) -> Box | None:
     """The strided (or chunked) box around ``s`` (see module doc), or None if
-    unbounded or made of more than ``MAX_PIECES`` pieces."""
+    unbounded, made of more than ``MAX_PIECES`` pieces, or if isl cannot find its bounds
+    within an operation budget (then the footprint is not staged: correct, and the
+    compile does not hang on a pathological set)."""
     if s.n_basic_set() > MAX_PIECES or s.is_empty():
         return None
+    try:
+        with isl_operation_budget(s.get_ctx()):
+            return _bounding_box(s, context)
+    except OutOfBudget:
+        return None
+
+
+def _bounding_box(s: isl.Set, context: isl.Set) -> Box | None:
     base, strides, extents, chunks = [], [], [], []
     for d in range(s.dim(isl.dim_type.set)):
         lo = s.dim_min(d)
