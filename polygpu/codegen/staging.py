@@ -34,7 +34,13 @@ import cgen
 import islpy as isl
 
 from polygpu.codegen.expressions import BufferView, Printer
-from polygpu.codegen.thread_ast import ids, kernel_ast, thread_context, with_params
+from polygpu.codegen.thread_ast import (
+    ids,
+    kernel_ast,
+    node_from_schedule_map,
+    thread_context,
+    with_params,
+)
 from polygpu.frontend import ir
 from polygpu.memory.placement import Buffer
 from polygpu.model.dependences import maps_of, union_of
@@ -328,7 +334,7 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
     build = isl.AstBuild.from_context(context)
     if depth:
         build = build.set_iterators(ids(iterators))
-    ast = build.node_from_schedule_map(schedule)
+    ast = node_from_schedule_map(build, schedule)
 
     def user(name: str, args: list[str]) -> list:
         if name == "pg_tile":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import islpy as isl
 
 from polygpu.codegen.launch_grid import block_count
-from polygpu.model.dependences import maps_of, union_of
+from polygpu.model.dependences import SIMPLIFICATIONS, maps_of, union_of
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 
@@ -86,7 +86,26 @@ def kernel_ast(scop: Scop, kernel: TiledKernel, levels: int = 0,
         dims = ", ".join(f"d{k}" for k in range(n))
         options = "; ".join(f"[{dims}] -> unroll[{k - levels}]" for k in kernel.unroll_dims)
         build = build.set_options(isl.UnionMap(f"{{ {options} }}"))
-    return build.node_from_schedule_map(schedule)
+    return node_from_schedule_map(build, schedule)
+
+
+def node_from_schedule_map(build: isl.AstBuild, schedule: isl.UnionMap) -> isl.AstNode:
+    """``build.node_from_schedule_map(schedule)``; where isl fails inside (it does on
+    some quasi-affine schedules, "total dimensionality changed unexpectedly"), the same
+    schedule with each map simplified first -- equal maps, so the same instances in the
+    same order: only the representation isl starts from changes."""
+    try:
+        return build.node_from_schedule_map(schedule)
+    except isl.Error:
+        pass
+    maps = maps_of(schedule)
+    for simplify in SIMPLIFICATIONS:
+        try:
+            simpler = union_of(simplify(m) for m in maps)
+            return build.node_from_schedule_map(simpler)
+        except isl.Error:
+            continue
+    return build.node_from_schedule_map(schedule)  # let isl's error surface
 
 
 def _involves(pa: isl.PwAff, names) -> bool:

@@ -71,6 +71,36 @@ def maps_of(umap: isl.UnionMap) -> list[isl.Map]:
     return [ml.get_at(k) for k in range(ml.n_map())]
 
 
+# equal representations of a map, ever simpler, to retry an isl operation on where isl
+# fails on some quasi-affine (floor/mod) ones: "total dimensionality changed unexpectedly",
+# "affine expression involves some of the domain dimensions"
+SIMPLIFICATIONS = (
+    lambda x: x.coalesce(),
+    lambda x: x.detect_equalities().remove_redundancies().coalesce(),
+    lambda x: x.compute_divs().coalesce(),
+)
+
+
+def coalesce(x: isl.Map | isl.Set | isl.UnionMap) -> isl.Map | isl.Set | isl.UnionMap:
+    """``x.coalesce()``; where isl fails on it (it does on some quasi-affine maps, "total
+    dimensionality changed unexpectedly"), each map of ``x`` coalesced after another
+    exact simplification, or as it is -- coalescing only changes the representation,
+    never the set, so any of these is right."""
+    try:
+        return x.coalesce()
+    except isl.Error:
+        pass
+    if isinstance(x, isl.UnionMap):
+        maps = maps_of(x)
+        return union_of(coalesce(m) for m in maps) if maps else x
+    for simplify in SIMPLIFICATIONS[1:]:
+        try:
+            return simplify(x)
+        except isl.Error:
+            continue
+    return x
+
+
 def union_of(items) -> isl.UnionMap:
     """The union of isl maps or union maps (at least one)."""
     result = None
@@ -112,7 +142,7 @@ def last_source_by_lexmax(sinks, sources, schedule) -> isl.UnionMap:
     same_element = sinks.apply_range(sources.reverse())  # sink -> source
     earlier = same_element.intersect(schedule.lex_gt_union_map(schedule))
     last_time = _lexmax(earlier.apply_range(schedule))  # sink -> time of its last source
-    return last_time.apply_range(schedule.reverse()).reverse().coalesce()
+    return coalesce(last_time.apply_range(schedule.reverse()).reverse())
 
 
 def _lexmax(umap: isl.UnionMap) -> isl.UnionMap:
@@ -125,8 +155,7 @@ def _lexmax(umap: isl.UnionMap) -> isl.UnionMap:
         pass
     result = isl.UnionMap.empty(umap.get_space())
     for m in maps_of(umap):
-        for simplify in (lambda x: x, lambda x: x.coalesce(),
-                         lambda x: x.detect_equalities().remove_redundancies().coalesce()):
+        for simplify in (lambda x: x, *SIMPLIFICATIONS):
             try:
                 part = simplify(m).lexmax()
                 break
@@ -141,12 +170,12 @@ def _lexmax(umap: isl.UnionMap) -> isl.UnionMap:
 def _split(kind: str, array: str, umap: isl.UnionMap, expand: dict[str, isl.Map]
            ) -> list[Dependence]:
     out = []
-    for m in maps_of(umap.coalesce()):
+    for m in maps_of(coalesce(umap)):
         if m.is_empty():
             continue
         source = m.get_tuple_name(isl.dim_type.in_)
         sink = m.get_tuple_name(isl.dim_type.out)
-        relation = m.coalesce()
+        relation = coalesce(m)
         if source in expand:
             relation = relation.apply_domain(expand[source])
         if sink in expand:
