@@ -22,6 +22,7 @@ import islpy as isl
 import numpy as np
 
 from polygpu.errors import PolygpuError
+from polygpu.model.dependences import coalesce
 from polygpu.model.scop import Scop
 
 
@@ -59,8 +60,8 @@ def footprints(scop: Scop) -> dict[str, ArrayFootprint]:
             continue
         empty = isl.Set.empty(a.extent.get_space())
         out[a.name] = ArrayFootprint(
-            written=written.get(a.name, empty).coalesce(),
-            live_in=live_in.get(a.name, empty).coalesce(),
+            written=coalesce(written.get(a.name, empty)),
+            live_in=coalesce(live_in.get(a.name, empty)),
         )
     return out
 
@@ -106,7 +107,7 @@ def mask(s: isl.Set, params: Mapping[str, int], shape: tuple[int, ...]) -> np.nd
     dropped.  Empty sets and whole boxes, the common cases, are recognised without
     enumerating points.
     """
-    s = at_parameters(s, params).coalesce()
+    s = coalesce(at_parameters(s, params))
     if s.is_empty():
         return np.zeros(shape, dtype=bool)
     box = isl.Set.universe(s.get_space())
