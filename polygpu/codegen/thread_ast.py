@@ -96,8 +96,8 @@ def node_from_schedule_map(build: isl.AstBuild, schedule: isl.UnionMap) -> isl.A
     same order: only the representation isl starts from changes."""
     try:
         return build.node_from_schedule_map(schedule)
-    except isl.Error:
-        pass
+    except isl.Error as e:
+        first = e
     maps = maps_of(schedule)
     for simplify in SIMPLIFICATIONS:
         try:
@@ -105,7 +105,7 @@ def node_from_schedule_map(build: isl.AstBuild, schedule: isl.UnionMap) -> isl.A
             return build.node_from_schedule_map(simpler)
         except isl.Error:
             continue
-    return build.node_from_schedule_map(schedule)  # let isl's error surface
+    raise first  # isl's own error on the schedule as given
 
 
 def _involves(pa: isl.PwAff, names) -> bool:

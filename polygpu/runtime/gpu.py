@@ -202,7 +202,6 @@ def time_program(
     return Timing(statistics.median(times), tuple(times))
 
 
-
 def time_by_kernel(program: KernelProgram, values: Mapping[str, object], repeats: int = 5,
                    warmup: int = 1) -> dict[str, float]:
     """Where a run's time goes: per kernel, the milliseconds of all its launches in one
