@@ -22,30 +22,35 @@ Arrays (see :meth:`Kernel.__call__`):
   CuPy arrays, PyTorch CUDA tensors, Numba device arrays): the kernels use their memory
   directly, without copies.  GPU backend only.
 
+Array arguments must not overlap in memory unless neither is written by the region
+(reading one array under two names is fine): a :class:`PolygpuError` names the two.
+
+A call runs through the device layer (:mod:`polygpu.runtime.device`), exactly as
+``polygpu check`` and the tuner run a program: every host step, grids evaluated and
+checked, ``__constant__`` copies, dynamic shared memory opt-in, a specialized variant
+refused at other sizes, and (where :func:`polygpu.model.bounds.require_in_bounds` exists)
+sizes at which an access would leave its array refused before anything runs.
+
 Stream semantics: the kernels are launched on the legacy default stream.  Each call
 synchronises the whole CUDA context before its first launch and after its last one, so
 it is ordered after all work queued before it on any stream of the context (a CuPy or
 PyTorch current stream included) and finished when it returns.  What it does not order
 is work another host thread queues concurrently: synchronise that yourself.
 
-Device arrays must belong to the CUDA context polygpu launches in.  PyCUDA arrays always
-do.  CuPy and PyTorch allocate in the device's *primary* context, so the first GPU use
-through this module makes PyCUDA use the primary context of device 0 (see
-:func:`_driver`); if PyCUDA was initialised before (``import pycuda.autoinit``, or a
-check run through :mod:`polygpu.runtime.gpu` first) it has its own context, and CuPy or
-PyTorch pointers are not valid in it.
+Device arrays must belong to the CUDA context polygpu launches in: the *primary* context
+of the chosen device (``optimize(..., device=N)``, default 0), the one CuPy and PyTorch
+allocate in.  PyCUDA arrays must be allocated there too: ``import
+pycuda.autoprimaryctx`` (not ``pycuda.autoinit``, which makes a private context), or
+allocate inside ``with polygpu.runtime.gpu.device(N).active(): ...``.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import math
 import operator
 import os
-import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +59,11 @@ import numpy as np
 from polygpu.codegen.program import KernelProgram, Launch
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir, load
+from polygpu.model.bounds import require_in_bounds
 from polygpu.pipeline import Compiled, compile_variant, prepare
-from polygpu.runtime import grid, inputs
+from polygpu.runtime import inputs
+from polygpu.runtime.arguments import DeviceArray, device_array
+from polygpu.runtime.device import Device, GpuUnavailableError, get_device
 from polygpu.runtime.footprint import at_parameters
 from polygpu.schedule.tiling import Variant
 from polygpu.search.measurement import Environment, Measurement, canonical, source_hash
@@ -83,7 +91,8 @@ def optimize(
     strategy: str = "model",
     budget: int | None = None,
     database: Any = None,
-    backend: str = "auto",
+    backend: str | Device = "auto",
+    device: int | Device = 0,
     defines: Sequence[str] = (),
     include_dirs: Sequence[str] = (),
 ) -> Kernel:
@@ -105,9 +114,14 @@ def optimize(
     A lookup never creates a missing file; tuning records into it.
 
     ``backend``: ``"gpu"`` (PyCUDA), ``"cpu"`` (the CUDA emulator: small sizes, tests)
-    or ``"auto"`` (the GPU when PyCUDA and a device are usable, else the emulator).
+    or ``"auto"`` (the GPU when PyCUDA and a device are usable, else the emulator), or a
+    :class:`~polygpu.runtime.device.Device` object.  ``device``: the CUDA device index
+    (its primary context is used, so CuPy and PyTorch arrays on it can be passed).
     """
-    resolved, why = _resolve_backend(backend)
+    if not isinstance(device, int):  # a Device object given as device=
+        backend, device = device, 0
+    target, why = _resolve_backend(backend, device)
+    resolved = target.kind
     spec, function = _spec(func_or_path, function)
     defines, include_dirs = tuple(defines), tuple(include_dirs)
     prepared = prepare(spec, function, defines, include_dirs)
@@ -130,7 +144,7 @@ def optimize(
                                f"({why}); pass backend='cpu' to tune on the CPU "
                                "emulator (for tests only: its times say nothing about a GPU)")
         tuning = _tune(spec, function, params, resolved, strategy, budget, database, defines,
-                       include_dirs)
+                       include_dirs, getattr(target, "index", 0))
         best = tuning.best
         if best is None:
             counts = ", ".join(f"{n} {stage}" for stage, n in sorted(tuning.counts().items()))
@@ -140,7 +154,8 @@ def optimize(
     else:
         origin, chosen = "default", Variant()
         if params is not None:
-            for m in recorded_measurements(spec, prepared, params, resolved, database):
+            for m in recorded_measurements(spec, prepared, params, resolved, database,
+                                           getattr(target, "index", 0)):
                 try:  # a record from an older variant format, say: try the next one
                     compiled = compile_variant(prepared, Variant.from_json(m.key), params)
                 except PolygpuError:
@@ -149,7 +164,7 @@ def optimize(
                 break
     if compiled is None:
         compiled = compile_variant(prepared, chosen, params)
-    kernel = Kernel(compiled, source, spec, resolved, origin, measurement, tuning)
+    kernel = Kernel(compiled, source, spec, target, origin, measurement, tuning)
     kernel._cpu_reason = why
     return kernel
 
@@ -191,7 +206,7 @@ def _variant(variant: Variant | Mapping | str) -> Variant:
 
 
 def _tune(spec, function, params, backend, strategy, budget, database, defines,
-          include_dirs):
+          include_dirs, index=0):
     from polygpu.search import tuner
     from polygpu.search.runner import ProcessRunner
 
@@ -199,7 +214,7 @@ def _tune(spec, function, params, backend, strategy, budget, database, defines,
                                 include_dirs=include_dirs)
     db, owned = _open_database(database, create=True)
     try:
-        return tuner.tune(spec, params, ProcessRunner(backend), function=function,
+        return tuner.tune(spec, params, ProcessRunner(backend, device=index), function=function,
                           options=options, database=db)
     finally:
         if owned:
@@ -212,17 +227,15 @@ def _tune(spec, function, params, backend, strategy, budget, database, defines,
 
 
 @functools.cache
-def lookup_environment(backend: str) -> Environment:
+def lookup_environment(backend: str, index: int = 0) -> Environment:
     """The :class:`Environment` measurements for ``backend`` ("gpu" or "cpu") are
     recorded under: what ``ProcessRunner(backend).environment()`` reports, computed in
     this process (which launches on the GPU anyway) instead of a child."""
     from polygpu.search.runner import child_environment
 
-    if backend == "gpu":
-        _driver()  # before child_environment() initialises PyCUDA its own way
-    elif backend != "cpu":
+    if backend not in ("gpu", "cpu"):
         raise PolygpuError(f"backend {backend!r}: gpu or cpu")
-    return child_environment(backend)
+    return child_environment(backend, index)
 
 
 def region_hash(spec: str, prepared) -> str:
@@ -233,7 +246,7 @@ def region_hash(spec: str, prepared) -> str:
 
 
 def recorded_measurements(spec: str, prepared, params: Mapping[str, int], backend: str,
-                          database: Any = None) -> list[Measurement]:
+                          database: Any = None, index: int = 0) -> list[Measurement]:
     """The ok measurements the database holds for this region, ``params`` and the
     environment of ``backend``, fastest first (the latest one of each variant)."""
     db, owned = _open_database(database, create=False)
@@ -241,7 +254,7 @@ def recorded_measurements(spec: str, prepared, params: Mapping[str, int], backen
         return []
     try:
         found = db.lookup(region_hash(spec, prepared), prepared.analysis.scop.function,
-                          params, lookup_environment(backend))
+                          params, lookup_environment(backend, index))
     finally:
         if owned:
             db.close()
@@ -271,74 +284,31 @@ def _open_database(database: Any, create: bool):
 # --------------------------------------------------------------------------------------
 
 
-def _driver():
-    """pycuda.driver with a context current (:func:`polygpu.runtime.gpu._cuda`).
-
-    On first use, PyCUDA is made to use the device's primary context instead of the
-    private one ``pycuda.autoinit`` creates: CuPy and PyTorch allocate in the primary
-    context, and a pointer from another context is invalid in ours.  ``gpu._cuda`` imports
-    ``pycuda.autoinit``, so ``pycuda.autoprimaryctx`` is installed under that name first.
-    (The proper place for this is ``gpu._cuda`` itself.)
-    """
-    from polygpu.runtime import gpu
-
-    if gpu._cuda.cache_info().currsize == 0 and "pycuda.autoinit" not in sys.modules:
-        try:
-            import pycuda.autoprimaryctx as primary
-        except Exception:  # no PyCUDA, too old a PyCUDA, no device: gpu._cuda reports it
-            pass
-        else:
-            sys.modules["pycuda.autoinit"] = primary
-    return gpu._cuda()
-
-
-def _gpu_problem() -> str:
-    from polygpu.runtime.gpu import GpuUnavailableError
-
+def _gpu_problem(index: int = 0) -> str:
     try:
-        _driver()
+        get_device("gpu", index).open()
     except GpuUnavailableError as e:
         return str(e)
     return ""
 
 
-def _resolve_backend(backend: str) -> tuple[str, str]:
-    """(the backend to use, why "auto" chose the CPU emulator)."""
+def _resolve_backend(backend: str | Device, index: int = 0) -> tuple[Device, str]:
+    """(the device to use, why "auto" chose the CPU emulator)."""
+    if not isinstance(backend, str):
+        device = get_device(backend)
+        if device.kind == "gpu" and hasattr(device, "open"):
+            device.open()
+        return device, ""
     if backend not in BACKENDS:
         raise PolygpuError(f"backend {backend!r}: one of {', '.join(BACKENDS)}")
     if backend == "gpu":
-        _driver()  # GpuUnavailableError (a PolygpuError) with the reason
-    elif backend == "auto":
-        problem = _gpu_problem()
-        return ("cpu", problem) if problem else ("gpu", "")
-    return backend, ""
-
-
-@dataclass(frozen=True)
-class _DeviceArray:
-    """A validated ``__cuda_array_interface__`` argument."""
-
-    pointer: int
-    nbytes: int
-
-
-class _GpuCode:
-    """The program's module and prepared kernel functions on the current context."""
-
-    def __init__(self, program: KernelProgram):
-        from polygpu.runtime import gpu
-
-        cuda = _driver()
-        self.module = gpu._module(gpu.device_source(program))  # compiled once per source
-        types = ["P" if a.kind == "array" else np.dtype(a.dtype) for a in program.arguments]
-        self.functions = []
-        for launch in program.launches:
-            func = self.module.get_function(launch.kernel)
-            func.prepare(types)
-            if launch.shared_bytes > gpu._DEFAULT_SHARED_LIMIT:  # opt in to more
-                func.set_attribute(cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                   launch.shared_bytes)
-            self.functions.append(func)
+        device = get_device("gpu", index)
+        device.open()  # GpuUnavailableError (a PolygpuError) with the reason
+        return device, ""
+    if backend == "auto":
+        problem = _gpu_problem(index)
+        return (get_device("cpu"), problem) if problem else (get_device("gpu", index), "")
+    return get_device("cpu"), ""
 
 
 # --------------------------------------------------------------------------------------
@@ -357,18 +327,22 @@ class Kernel:
     ``written`` (the arrays the region writes: the only ones copied back from the GPU).
     """
 
-    def __init__(self, compiled: Compiled, source: ir.Program, spec: str, backend: str,
-                 origin: str, measurement: Measurement | None = None, tuning=None):
+    def __init__(self, compiled: Compiled, source: ir.Program, spec: str,
+                 backend: str | Device, origin: str, measurement: Measurement | None = None,
+                 tuning=None):
         if origin not in ORIGINS:
             raise ValueError(f"origin {origin!r}: one of {ORIGINS}")
         self.compiled = compiled
         self.spec = spec
-        self.backend = backend
+        self.device = get_device(backend)  # the device layer every call goes through
+        self.backend = self.device.kind
         self.origin = origin
         self.measurement = measurement
         self.tuning = tuning
         self._source = source
         scop = compiled.analysis.scop
+        self._scop = scop
+        self._in_bounds: set[tuple] = set()  # parameter values already proven in bounds
         self._context = scop.context
         writes = scop.access_map("write").range().get_set_list()
         # arrays the region writes: only these are copied back from the device
@@ -379,12 +353,7 @@ class Kernel:
             inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
             for name in source.signature])
         # compile now, so a compiler error surfaces here and the first call is not slow
-        if backend == "cpu":
-            from polygpu.runtime import cpu
-
-            self._cpu = cpu.compile_program(self.program)
-        else:
-            self._gpu = _GpuCode(self.program)
+        self.device.load(self.program)
 
     @property
     def name(self) -> str:
@@ -425,8 +394,10 @@ class Kernel:
 
         Every argument is checked before anything runs: integer parameters must be
         integers within their C type, satisfy the region's assumptions, and agree with
-        the arrays' shapes; arrays must have exactly the declared dtype and shape and be
-        contiguous.  Any violation is a :class:`PolygpuError` naming the argument.
+        the arrays' shapes; arrays must have exactly the declared dtype and shape, be
+        contiguous, and not overlap an array the region writes.  Any violation is a
+        :class:`PolygpuError` naming the argument.  The launches go through the device
+        layer (:meth:`polygpu.runtime.device.Device.run`), as ``check`` runs them.
         """
         values = self._arguments(args, kwargs)
         scalars, ints = self._scalars(values)
@@ -434,16 +405,23 @@ class Kernel:
         arrays = {a.name: self._array(a, values[a.name], shapes[a.name], ints)
                   for a in self._source.arrays}
         if self.backend == "cpu":
-            device = [n for n, v in arrays.items() if isinstance(v, _DeviceArray)]
+            device = [n for n, v in arrays.items() if isinstance(v, DeviceArray)]
             if device:
                 raise PolygpuError(
                     f"{self.name}(): argument '{device[0]}' is a device array "
                     "(__cuda_array_interface__), but this kernel runs on the CPU emulator "
                     f"(backend 'cpu'{self._cpu_reason and ': ' + self._cpu_reason}); pass a "
                     "NumPy array")
-            self._cpu.run(scalars | arrays)
-        else:
-            self._run_gpu(scalars, arrays, ints)
+        self._require_in_bounds(ints)
+        self.device.run(self.program, scalars | arrays, written=self.written)
+
+    def _require_in_bounds(self, ints: Mapping[str, int]) -> None:
+        """Refuse sizes at which an access leaves its array (the model's exact check,
+        :func:`polygpu.model.bounds.require_in_bounds`), once per size."""
+        key = tuple(sorted(ints.items()))
+        if key not in self._in_bounds:
+            require_in_bounds(self._scop, dict(ints))
+            self._in_bounds.add(key)
 
     def _arguments(self, args: tuple, kwargs: Mapping[str, Any]) -> dict[str, Any]:
         names = self.signature
@@ -490,7 +468,7 @@ class Kernel:
         return scalars, ints
 
     def _array(self, decl: ir.ArrayDecl, v: Any, shape: tuple[int, ...],
-               ints: Mapping[str, int]) -> np.ndarray | _DeviceArray:
+               ints: Mapping[str, int]) -> np.ndarray | DeviceArray:
         dtype = np.dtype(decl.dtype)
         where = f"{self.name}(): argument '{decl.name}'"
         wanted = f"a {dtype} array of shape {shape}" + (
@@ -515,76 +493,7 @@ class Kernel:
         if interface is None:
             raise PolygpuError(f"{where} must be {wanted}: a NumPy array or a device array "
                                f"(__cuda_array_interface__), got {_describe(v)}")
-        return _device_array(where, wanted, interface, dtype, shape)
-
-    def _run_gpu(self, scalars: Mapping[str, np.generic],
-                 arrays: Mapping[str, np.ndarray | _DeviceArray], ints: Mapping[str, int]):
-        cuda = _driver()
-        params = self.program.parameter_values(ints)
-        dims = []
-        for launch in self.launches:
-            d = tuple(grid.evaluate(e, params) for e in launch.grid)
-            grid.check_launch(launch.kernel, d, launch.block)
-            dims.append(d)
-        cuda.Context.synchronize()  # after whatever the caller queued, on any stream
-        copies = []
-        try:
-            pointers, sizes = {}, {}
-            for name, v in arrays.items():
-                if isinstance(v, np.ndarray):
-                    buffer = cuda.mem_alloc(max(v.nbytes, 1))
-                    copies.append((name, v, buffer))
-                    cuda.memcpy_htod(buffer, v)
-                    pointers[name], sizes[name] = int(buffer), v.nbytes
-                else:
-                    pointers[name], sizes[name] = v.pointer, v.nbytes
-            for name in self.program.constants:  # read-only arrays read from __constant__
-                symbol, size = self._gpu.module.get_global(f"{name}_const")
-                cuda.memcpy_dtod(symbol, pointers[name], min(size, sizes[name]))
-            args = [pointers[a.name] if a.kind == "array" else scalars[a.name]
-                    for a in self.program.arguments]
-            for func, launch, d in zip(self._gpu.functions, self.launches, dims, strict=True):
-                func.prepared_async_call(d, launch.block, None, *args,
-                                         shared_size=launch.shared_bytes)
-            cuda.Context.synchronize()
-            for name, v, buffer in copies:
-                if name in self.written:
-                    cuda.memcpy_dtoh(v, buffer)
-        finally:
-            for _, _, buffer in copies:
-                buffer.free()
-
-
-def _device_array(where: str, wanted: str, interface: Mapping, dtype: np.dtype,
-                  shape: tuple[int, ...]) -> _DeviceArray:
-    """Check a ``__cuda_array_interface__`` (version 0 to 3) against the declaration."""
-    try:
-        got_dtype = np.dtype(interface["typestr"])
-        got_shape = tuple(int(n) for n in interface["shape"])
-        pointer, readonly = interface["data"]
-    except (KeyError, TypeError, ValueError) as e:
-        raise PolygpuError(f"{where}: malformed __cuda_array_interface__ ({e})") from None
-    if got_dtype != dtype:
-        raise PolygpuError(f"{where} must be {wanted}, got a device array of dtype "
-                           f"{got_dtype} (typestr {interface['typestr']!r})")
-    if got_shape != shape:
-        raise PolygpuError(f"{where} must be {wanted}, got a device array of shape "
-                           f"{got_shape}")
-    strides = interface.get("strides")
-    if strides is not None:
-        expected = [dtype.itemsize * math.prod(shape[d + 1:]) for d in range(len(shape))]
-        if any(n > 1 and int(s) != e for n, s, e in zip(shape, strides, expected, strict=True)):
-            raise PolygpuError(f"{where} must be C-contiguous, got a device array with "
-                               f"strides {tuple(strides)} (bytes; contiguous is "
-                               f"{tuple(expected)}): pass a contiguous copy")
-    if interface.get("mask") is not None:
-        raise PolygpuError(f"{where}: masked device arrays are not supported")
-    if readonly:
-        raise PolygpuError(f"{where} is a read-only device array; the kernel writes into "
-                           "its arguments")
-    if not pointer:
-        raise PolygpuError(f"{where}: the device array has a null data pointer")
-    return _DeviceArray(int(pointer), dtype.itemsize * math.prod(shape))
+        return device_array(interface, where, dtype, shape, wanted)
 
 
 def _is_integer(v: Any) -> bool:

@@ -1,8 +1,10 @@
 """The ``polygpu`` command line.
 
 Errors in the user's input are printed as one line ``FILE:LINE: message`` on
-stderr with exit status 2; ``--debug`` shows the traceback instead.  Any other
-exception is a polygpu bug and says so (exit status 3).
+stderr with exit status 2 (a compiler's diagnostic keeps its lines below the first);
+``--debug`` shows the traceback too.  Every user mistake that can be seen before the
+work (parameter values, writable directories, host memory, option ranges) is checked
+before it starts.  Any other exception is a polygpu bug and says so (exit status 3).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from polygpu.errors import PolygpuError
 
 EXIT_INPUT_ERROR = 2
 EXIT_INTERNAL_ERROR = 3
+# isl operations --traffic may spend counting (isl does about half a million a second)
+TRAFFIC_OPERATIONS = 20_000_000
 
 
 def _add_input_arguments(p: argparse.ArgumentParser) -> None:
@@ -94,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--backend", choices=("cpu", "gpu"), default="cpu",
                        help="cpu: emulate the CUDA text on the host (small sizes, no GPU "
                        "needed); gpu: run it through PyCUDA (default: cpu)")
-    check.add_argument("--seed", type=int, help="seed of the random inputs")
+    check.add_argument("--seed", type=seed_value, help="seed of the random inputs "
+                       "(0 to 2**32-1)")
     check.set_defaults(run=_run_check)
 
     from polygpu.search import db_cli, tune_cli
@@ -104,9 +109,58 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def seed_value(text: str) -> int:
+    """argparse type of ``--seed``: NumPy seeds are 0 to 2**32-1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"{value} is not between 0 and 2**32-1 = "
+                                         f"{2**32 - 1}")
+    return value
+
+
+def count_value(low: int):
+    """argparse type: an integer of at least ``low``."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value}: must be at least {low}")
+        return value
+    parse.__name__ = "integer"
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number greater than 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a number greater than 0")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """argparse type: a finite number of at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text}: must be a number of at least 0")
+    return value
+
+
 def _add_variant_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-p", "--param", dest="params", action="append", default=[],
-                   metavar="NAME=VALUE", help="value of an integer parameter (repeatable)")
+                   metavar="NAME=VALUE", help="value of a scalar parameter: an integer "
+                   "size (-p n=1024) or a float scalar (-p alpha=1.5) (repeatable)")
     p.add_argument("--variant", metavar="JSON",
                    help="the variant as JSON, e.g. '{\"tile\": [4, 128], \"threads\": "
                    "[4, 32], \"jam\": true}' (fields: candidate, tile, threads, jam, "
@@ -118,23 +172,54 @@ def _add_variant_arguments(p: argparse.ArgumentParser) -> None:
                    help="block tile per space dimension, innermost last (sets 'tile')")
     p.add_argument("--threads", metavar="T[,T..]",
                    help="threads per block per space dimension, innermost last")
-    p.add_argument("--candidate", type=int, metavar="K",
+    p.add_argument("--candidate", type=count_value(0), metavar="K",
                    help="which scheduler candidate to use (0 = best)")
 
 
-def _parse_params(items: list[str]) -> dict[str, int]:
-    from polygpu.errors import PolygpuError
-
-    params = {}
+def _parse_params(items: list[str], option: str = "-p", integers: bool = False
+                  ) -> dict[str, int | float]:
+    """``NAME=VALUE`` items: an integer value stays an int, any other number a float
+    (whether the parameter takes it is checked against the function later);
+    ``integers``: integers only (the tuning database's keys)."""
+    params: dict[str, int | float] = {}
     for item in items:
         name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if integers:
+            try:
+                if not sep or not name.isidentifier():
+                    raise ValueError
+                params[name] = int(value)
+            except ValueError:
+                raise PolygpuError(f"{option} {item}: expected NAME=INTEGER, e.g. "
+                                   f"{option} n=4096") from None
+            continue
+        if not sep or not name.isidentifier():
+            raise PolygpuError(f"{option} {item}: expected NAME=VALUE, e.g. {option} n=4096")
         try:
-            if not sep or not name.isidentifier():
-                raise ValueError
             params[name] = int(value)
         except ValueError:
-            raise PolygpuError(f"-p {item}: expected NAME=INTEGER, e.g. -p n=4096") from None
+            try:
+                params[name] = float(value)
+            except ValueError:
+                raise PolygpuError(f"{option} {item}: {value!r} is not a number (expected "
+                                   f"NAME=VALUE, e.g. {option} n=4096 or {option} alpha=1.5)"
+                                   ) from None
     return params
+
+
+def _given_params(args: argparse.Namespace, need_all: bool = False, option: str = "-p",
+                  items: list[str] | None = None):
+    """(the source program, its integer parameters, its float scalars) from ``-p``:
+    names, types and C-type ranges checked against the function (the context, which
+    needs the model, is checked by the caller with ``inputs.require_context``)."""
+    from polygpu.frontend import load
+    from polygpu.runtime import inputs
+
+    raw = _parse_params(args.params if items is None else items, option)
+    program = load(args.file, args.function, args.defines, args.include_dirs)
+    ints, scalars = inputs.parameter_values(program, raw, need_all=need_all)
+    return program, ints, scalars
 
 
 def _variant(args: argparse.Namespace):
@@ -161,12 +246,16 @@ def _variant(args: argparse.Namespace):
 
 
 def _run_compile(args: argparse.Namespace) -> int:
-    from polygpu.output import compile_json, write_outputs
+    from polygpu.output import compile_json, require_writable_dir, write_outputs
     from polygpu.pipeline import compile_region
+    from polygpu.runtime import inputs
 
-    params = _parse_params(args.params)
-    compiled = compile_region(args.file, args.function, _variant(args), args.defines,
+    require_writable_dir(args.output, "output directory (-o)")
+    variant = _variant(args)
+    program, params, _ = _given_params(args)  # float scalars do not change the code
+    compiled = compile_region(args.file, args.function, variant, args.defines,
                               args.include_dirs, params)
+    inputs.require_context(program, compiled.analysis.scop.context, params)
     description = compile_json(compiled, params)
     paths = write_outputs(args.output, compiled, description)
     if args.json:
@@ -213,38 +302,70 @@ def _run_analyze(args: argparse.Namespace) -> int:
 
 
 def _traffic(args: argparse.Namespace, result):
-    from polygpu.errors import PolygpuError
     from polygpu.memory.traffic import kernel_traffic
+    from polygpu.model.isl_budget import OutOfBudget, isl_operation_budget
     from polygpu.pipeline import compile_region
+    from polygpu.runtime import inputs
 
-    params = _parse_params(args.params)
+    program, params, _ = _given_params(args)
     missing = [p for p in result.scop.parameters if p not in params]
     if missing:
         raise PolygpuError(f"--traffic needs a value for {', '.join(missing)} "
                            f"(e.g. -p {missing[0]}=4096)", result.scop.loc)
+    inputs.require_context(program, result.scop.context, params)
     compiled = compile_region(args.file, args.function, _variant(args), args.defines,
                               args.include_dirs, params)
-    return [replace(t, loads=t.loads * times, stores=t.stores * times)
-            for k, name, values, times in compiled.modelled_launches(params)
-            for t in kernel_traffic(compiled.kernel_scop, k, name, values, compiled.memory)]
+    # the counts are symbolic (barvinok, memory/traffic.py); an isl operation budget
+    # still bounds a count that would not end soon (a fallback that scans points)
+    ctx = compiled.kernel_scop.context.get_ctx()
+    too_long = PolygpuError(
+        f"--traffic at {', '.join(f'{k}={v}' for k, v in params.items())}: counting the "
+        "traffic exactly would take too long at these sizes (isl enumerates the tiles); "
+        "use smaller sizes (the traffic scales with them)", result.scop.loc)
+    try:
+        with isl_operation_budget(ctx, TRAFFIC_OPERATIONS):
+            try:
+                return [replace(t, loads=t.loads * times, stores=t.stores * times)
+                        for k, name, values, times in compiled.modelled_launches(params)
+                        for t in kernel_traffic(compiled.kernel_scop, k, name, values,
+                                                compiled.memory)]
+            except TypeError:
+                # a count cut short by the budget comes back as NaN, not as an isl error
+                import islpy as isl
+
+                isl.Set.universe(isl.Space.set_alloc(ctx, 0, 1)).lexmin()  # OutOfBudget?
+                raise
+    except OutOfBudget:
+        raise too_long from None
 
 
 def _run_check(args: argparse.Namespace) -> int:
     from polygpu.pipeline import compile_region
+    from polygpu.runtime import compiler, inputs
     from polygpu.runtime.check import check_program
 
-    params = _parse_params(args.params)
-    compiled = compile_region(args.file, args.function, _variant(args), args.defines,
+    compiler.cache_dir()  # writable, before any work
+    variant = _variant(args)
+    program, params, scalars = _given_params(args, need_all=True)
+    compiled = compile_region(args.file, args.function, variant, args.defines,
                               args.include_dirs, params)
+    inputs.require_context(program, compiled.analysis.scop.context, params)
     result = check_program(compiled.program, compiled.analysis.scop, args.file, params,
                            backend=args.backend, seed=args.seed, defines=args.defines,
-                           include_dirs=args.include_dirs)
+                           include_dirs=args.include_dirs, scalars=scalars)
     kernels = len(compiled.program.launches)
     print(f"{'ok' if result.ok else 'MISMATCH'}: {compiled.program.function} "
           f"({kernels} kernel{'s' if kernels > 1 else ''}, {args.backend} backend, "
           f"{', '.join(f'{k}={v}' for k, v in params.items())}, seed {result.seed})")
     print(result.message)
     return 0 if result.ok else 1
+
+
+def error_text(err: PolygpuError) -> str:
+    """What the CLI prints for ``err``: its message in full (a one-line input error stays
+    one line; a compiler's diagnostic keeps its lines), never empty."""
+    text = str(err).rstrip()
+    return text or "polygpu: error"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,7 +376,14 @@ def main(argv: list[str] | None = None) -> int:
     except PolygpuError as err:
         if args.debug:
             traceback.print_exc()
-        print(str(err).splitlines()[0] if str(err) else "error", file=sys.stderr)
+        print(error_text(err), file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    except MemoryError as err:
+        # sizes beyond the host's memory that no earlier estimate caught
+        if args.debug:
+            traceback.print_exc()
+        print(f"polygpu: out of host memory{': ' + str(err) if str(err) else ''} "
+              "(use smaller sizes)", file=sys.stderr)
         return EXIT_INPUT_ERROR
     except BrokenPipeError:
         # the reader went away (``polygpu analyze ... | head``): not an error of ours

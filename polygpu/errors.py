@@ -3,7 +3,8 @@
 Every problem with the user's input is reported as a :class:`PolygpuError` that
 knows *what* and, whenever the problem has a place in a file, *where* (file and
 line); the CLI prints it as one line ``FILE:LINE: message`` (``FILE: message`` for
-a file that cannot be read at all) and exits with status 2.  Anything else escaping
+a file that cannot be read at all) and exits with status 2.  A message of several
+lines (a compiler's diagnostic after its first line) is printed whole.  Anything else escaping
 is a bug in polygpu and is reported as an internal error.
 """
 

@@ -74,6 +74,59 @@ def compile_json(c: Compiled, params: dict[str, int]) -> dict[str, Any]:
     }
 
 
+def require_writable_dir(path: str | os.PathLike, what: str) -> None:
+    """Refuse (``PolygpuError``, before any work) a directory that cannot be created or
+    written: an existing file in the way, a missing or read-only parent.  Nothing is left
+    behind: the probe file is removed and no directory is created."""
+    directory = Path(path)
+    if directory.exists() and not directory.is_dir():
+        raise PolygpuError(f"{path}: the {what} is a file, not a directory")
+    existing = directory
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise PolygpuError(f"{path}: cannot create the {what}: {existing} is not a "
+                           "directory")
+    _probe(existing, path, f"cannot {'write to' if existing == directory else 'create'} "
+           f"the {what}")
+
+
+def require_writable_file(path: str | os.PathLike, what: str) -> None:
+    """Like :func:`require_writable_dir` for a file to be created or updated in place."""
+    file = Path(path)
+    if file.is_dir():
+        raise PolygpuError(f"{path}: the {what} is a directory, not a file")
+    if file.exists():
+        try:
+            with open(file, "ab"):
+                pass
+        except OSError as err:
+            raise PolygpuError(f"{path}: cannot write the {what} ({err.strerror})") from None
+    parent = file.parent
+    while not parent.exists() and parent.parent != parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise PolygpuError(f"{path}: cannot create the {what}: {parent} is not a directory")
+    _probe(parent, path, f"cannot {'write' if file.exists() else 'create'} the {what}")
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _probe(directory: Path, path, message: str) -> None:
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".polygpu-probe-")
+    except OSError as err:
+        raise PolygpuError(f"{path}: {message} ({err.strerror or err})") from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
 def write_outputs(outdir: str, c: Compiled, description: dict[str, Any]) -> list[Path]:
     directory = Path(outdir)
     try:
@@ -90,6 +143,7 @@ def write_outputs(outdir: str, c: Compiled, description: dict[str, Any]) -> list
         for path, text in contents.items():
             fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.")
             staged.append((tmp, path))
+            os.fchmod(fd, 0o666 & ~_umask())  # what open() would give, not mkstemp's 0600
             with os.fdopen(fd, "w") as f:
                 f.write(text)
         for tmp, path in staged:

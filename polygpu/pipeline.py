@@ -17,6 +17,7 @@ from polygpu.errors import PolygpuError
 from polygpu.frontend import load
 from polygpu.memory.placement import MemoryPlan, Placement, plan_memory
 from polygpu.model.analysis import Analysis, analyze
+from polygpu.model.bounds import require_in_bounds
 from polygpu.model.build import build_scop
 from polygpu.schedule.candidates import candidates
 from polygpu.schedule.tiling import TiledKernel, Variant, tile
@@ -78,7 +79,8 @@ def compile_region(
 ) -> Compiled:
     """Run the pipeline on ``spec`` (``file.c[:function]`` or ``module.py:function``);
     ``params`` are needed only by a variant that specializes."""
-    return compile_variant(prepare(spec, function, defines, include_dirs), variant, params)
+    return compile_variant(prepare(spec, function, defines, include_dirs, params), variant,
+                           params)
 
 
 @dataclass(frozen=True)
@@ -92,13 +94,18 @@ class Prepared:
 
 
 def prepare(spec: str, function: str | None = None, defines: Sequence[str] = (),
-            include_dirs: Sequence[str] = ()) -> Prepared:
+            include_dirs: Sequence[str] = (),
+            params: Mapping[str, int] | None = None) -> Prepared:
+    """Model, analysis and candidates of one region.  Refuses (``PolygpuError`` at the
+    access's line) an access that leaves its array at ``params``, or without them one
+    that does for every size at which it runs (:mod:`polygpu.model.bounds`)."""
     scop = build_scop(load(spec, function, defines, include_dirs))
     if all(s.domain.is_empty() for s in scop.statements):
         # no kernel to launch and no step to take: an error, not an empty .cu file
         raise PolygpuError(f"{scop.function}: no statement of the region ever runs (its "
                            "iteration domains are empty for every parameter value), so "
                            "there is nothing to generate", scop.loc)
+    require_in_bounds(scop, params)
     an = analyze(scop)
     return Prepared(spec, an, candidates(an))
 
@@ -108,9 +115,14 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
     """Tile, place and generate one variant of a prepared region.
 
     Scheduling, tiling and placement stay parametric (and proven for every parameter
-    value); a specializing variant fixes ``params`` only for the code generator."""
+    value); a specializing variant fixes ``params`` only for the code generator.
+    With ``params``, every access is first proven inside its array at those sizes
+    (:func:`~polygpu.model.bounds.require_in_bounds`: once per region and sizes, cached,
+    however many variants are compiled)."""
     variant = variant or Variant()
     an, found = prepared.analysis, prepared.candidates
+    if params:
+        require_in_bounds(an.scop, params)
     if variant.candidate >= len(found):
         raise PolygpuError(f"variant: candidate {variant.candidate} does not exist "
                            f"(the scheduler found {len(found)}: 0..{len(found) - 1})")
@@ -126,6 +138,7 @@ def program_at(compiled: Compiled, params: Mapping[str, int]) -> KernelProgram:
     """The compiled variant's code for other ``params`` (a specializing variant's
     reference-check twin): the tiling and memory plan are parametric, only the code
     generator runs again."""
+    require_in_bounds(compiled.analysis.scop, params)
     tr = compiled.transformation
     return _generate(tr.step or compiled.analysis, tr, compiled.variant,
                      compiled.kernels, compiled.memory, params)
@@ -144,7 +157,9 @@ def _generate(an: Analysis, tr: Transformation, variant: Variant,
         scop = scop.specialized(params)
         comment += "\nspecialized for " + ", ".join(
             f"{k}={v}" for k, v in scop.fixed_parameters.items())
-    return generate(scop, kernels, comment, memory)
+    # sizes given without specializing still choose the index width (64-bit where 32-bit
+    # offsets would overflow at them)
+    return generate(scop, kernels, comment, memory, sizes=params)
 
 
 def describe(tr: Transformation, variant: Variant) -> str:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +30,10 @@ from polygpu.frontend.c_frontend import parse_c_file
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels"
 BAD_INPUTS = Path(__file__).resolve().parent / "bad_inputs"
-# Non-affine products are the model builder's to reject (see tests/test_cli.py).
-BAD_C = sorted(p for p in BAD_INPUTS.glob("*.c") if not p.name.startswith("nonaffine_"))
+# Non-affine products and accesses outside an array are the model's to reject (see
+# tests/test_cli.py).
+BAD_C = sorted(p for p in BAD_INPUTS.glob("*.c")
+               if not p.name.startswith(("nonaffine_", "bounds_")))
 
 
 # --------------------------------------------------------------------------
@@ -501,7 +505,7 @@ void k(int n, float a[n])
     a[i] = 0;
   }
 #pragma endscop
-  a[0] = 1;
+  ;
 }
 """,
     )
@@ -832,7 +836,7 @@ def test_temporary_initialised_outside_the_scop(tmp_path):
     err = error_of(
         tmp_path,
         "void k(int n, float a[n])\n{\n  float t = 1;\n#pragma scop\n  a[0] = t;\n"
-        "#pragma endscop\n}\n",
+        "  t = 2;\n#pragma endscop\n}\n",
     )
     assert str(err).startswith(f"{tmp_path / 'kernel.c'}:5: 't' is initialised outside")
 
@@ -881,3 +885,191 @@ def test_damaged_sources_never_crash(tmp_path_factory, data):
         parse_c_file(str(path))
     except PolygpuError as err:
         assert str(err).startswith(str(path)) and "\n" not in str(err)
+
+
+# ---- issue 17: reserved names, region edges, scalars initialised before the region ----
+
+
+@pytest.mark.parametrize(
+    ("decl", "name", "why"),
+    [
+        ("float new[n]", "new", "C++ keyword"),
+        ("float class[n]", "class", "C++ keyword"),
+        ("float blockIdx[n]", "blockIdx", "CUDA built-in"),
+        ("float warpSize[n]", "warpSize", "CUDA built-in"),
+        ("float sqrt[n]", "sqrt", "function the generated code calls"),
+        ("float min[n]", "min", "function the generated code calls"),
+        ("float pg_tmp_x[n]", "pg_tmp_x", "prefix 'pg_'"),
+        ("float polygpu_run[n]", "polygpu_run", "prefix 'polygpu_'"),
+        ("float g0[n]", "g0", "local variable of the code polygpu generates"),
+        ("float __syncthreads[n]", "__syncthreads", "reserved to the C++ implementation"),
+        ("float k_kernel0[n]", "k_kernel0", "kernel polygpu generates"),
+        ("float a_const[n]", "a_const", "__constant__ copy"),
+        ("float a_reg[n]", "a_reg", "register copy"),
+    ],
+)
+def test_reserved_parameter_names_are_refused(tmp_path, decl, name, why):
+    err = error_of(
+        tmp_path,
+        f"void k(int n, float a[n],\n  {decl})\n{{\n#pragma scop\n"
+        "  for (int i = 0; i < n; i++)\n    a[i] = 0;\n#pragma endscop\n}\n",
+    )
+    assert str(err).startswith(f"{tmp_path / 'kernel.c'}:2: parameter '{name}': "), str(err)
+    assert why in str(err) and "rename it" in str(err)
+
+
+def test_ordinary_names_like_generated_ones_are_accepted(tmp_path):
+    # bx, tx, c0, s0, rx, h0, tid, b0: code generation picks its own names around these
+    program = parse_source(
+        tmp_path,
+        "void k(int n, float c0[n], float bx[n], float tid[n], float b0[n], float h0[n])\n"
+        "{\n#pragma scop\n  for (int tx = 0; tx < n; tx++)\n"
+        "    c0[tx] = bx[tx] + tid[tx] + b0[tx] + h0[tx];\n#pragma endscop\n}\n",
+    )
+    assert [a.name for a in program.arrays] == ["c0", "bx", "tid", "b0", "h0"]
+
+
+def test_reserved_iterator_and_temporary_names_are_refused(tmp_path):
+    err = error_of(
+        tmp_path,
+        "void k(int n, float a[n])\n{\n#pragma scop\n  for (int this = 0; this < n; this++)\n"
+        "    a[this] = 0;\n#pragma endscop\n}\n",
+    )
+    assert str(err).startswith(f"{tmp_path / 'kernel.c'}:4: loop iterator 'this'")
+    err = error_of(
+        tmp_path,
+        "void k(int n, float a[n])\n{\n#pragma scop\n  for (int i = 0; i < n; i++) {\n"
+        "    float delete = a[i];\n    a[i] = delete;\n  }\n#pragma endscop\n}\n",
+    )
+    assert str(err).startswith(f"{tmp_path / 'kernel.c'}:5: variable 'delete'")
+
+
+def test_duplicate_parameter(tmp_path):
+    err = error_of(tmp_path, "void k(int n, float a[n],\n int n)\n{\n#pragma scop\n"
+                   "  a[0] = 0;\n#pragma endscop\n}\n")
+    assert str(err) == f"{tmp_path / 'kernel.c'}:2: duplicate parameter 'n'"
+
+
+def test_scalars_initialised_before_the_region_are_substituted(tmp_path):
+    program = parse_source(
+        tmp_path,
+        """\
+void k(int n, float alpha, float a[n], double b[n])
+{
+  float eps = 0.1;
+  double float_n = (double)n;
+  int k = 3;
+  int half = n / 2 + k;
+  double scaled = alpha * eps;
+#pragma scop
+  for (int i = k; i < half; i++)
+    a[i] = a[i] + eps + k;
+  for (int i = 0; i < n; i++)
+    b[i] = b[i] / float_n + scaled;
+#pragma endscop
+}
+""",
+    )
+    assert program.temporaries == ()
+    assert tree(program.body) == [
+        ("for i = 3; i < ((n / 2) + 3); +1", 9,
+         [("a[i] = ((a[i] + 0.10000000149011612) + 3)", 10)]),
+        ("for i = 0; i < n; +1", 11,
+         [("b[i] = ((b[i] / (1.0 * n)) + (alpha * 0.10000000149011612))", 12)]),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("init", "message"),
+    [
+        ("float eps = a[0];", "'eps' is initialised before #pragma scop with 'a[0]', "
+         "which reads an array"),
+        ("float u; float eps = u;", "which reads 'u'"),
+        ("float eps = eps2;", "which reads 'eps2'"),
+    ],
+)
+def test_scalars_initialised_before_the_region_need_constant_initialisers(
+    tmp_path, init, message
+):
+    err = error_of(
+        tmp_path,
+        f"float eps2;\nvoid k(int n, float a[n])\n{{\n  {init}\n#pragma scop\n"
+        "  for (int i = 0; i < n; i++)\n    a[i] = a[i] + eps;\n#pragma endscop\n}\n",
+    )
+    assert str(err).startswith(f"{tmp_path / 'kernel.c'}:4: "), str(err)
+    assert message in str(err)
+
+
+def test_float_scalar_in_a_bound_is_refused(tmp_path):
+    err = error_of(
+        tmp_path,
+        "void k(int n, float a[n])\n{\n  float e = 2;\n#pragma scop\n"
+        "  for (int i = 0; i < e; i++)\n    a[i] = 0;\n#pragma endscop\n}\n",
+    )
+    assert "floating-point variable 'e' in a loop bound" in str(err)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "line", "message"),
+    [
+        ("  a[0] = 1;\n", "", 4, "'a[0] = 1' before #pragma scop writes 'a'"),
+        ("  eps = 2;\n", "", 4,
+         "'eps = 2' before #pragma scop writes 'eps' (read by the region)"),
+        ("  init(n, a);\n", "", 4, "'init(n, a)' before #pragma scop may write 'a'"),
+        ("", "  b[0]++;\n", 8, "'b[0]++' after #pragma scop writes 'b'"),
+    ],
+)
+def test_statements_outside_the_region_writing_its_data_are_refused(
+    tmp_path, before, after, line, message
+):
+    err = error_of(
+        tmp_path,
+        "void k(int n, float a[n], float b[n])\n{\n  float eps = 1;\n" + before
+        + "#pragma scop\n  for (int i = 0; i < n; i++)\n    b[i] = a[i] * eps;\n"
+        "#pragma endscop\n" + after + "}\n",
+    )
+    assert str(err).startswith(f"{tmp_path / 'kernel.c'}:{line}: {message}"), str(err)
+    assert "only the #pragma scop region is compiled" in str(err)
+
+
+def test_statements_outside_the_region_that_touch_nothing_of_it_are_fine(tmp_path):
+    program = parse_source(
+        tmp_path,
+        "void k(int n, float a[n], float b[n])\n{\n  int i, c;\n  c = 0;\n"
+        "#pragma scop\n  for (i = 0; i < n; i++)\n    b[i] = a[i];\n#pragma endscop\n"
+        "  c++;\n}\n",
+    )
+    assert len(program.body) == 1
+
+
+PRE_REGION_KERNEL = """\
+#define DATA_TYPE double
+void scale(int n, DATA_TYPE data[n][n], DATA_TYPE mean[n], DATA_TYPE stddev[n])
+{
+  int i, j;
+  DATA_TYPE eps = 0.1;
+  DATA_TYPE float_n = (double)n;
+#pragma scop
+  for (j = 0; j < n; j++) {
+    mean[j] = 0.0;
+    for (i = 0; i < n; i++)
+      mean[j] += data[i][j];
+    mean[j] /= float_n;
+    stddev[j] = sqrt(mean[j] * mean[j] + eps);
+    stddev[j] = stddev[j] <= eps ? 1.0 : stddev[j];
+  }
+#pragma endscop
+}
+"""
+
+
+def test_pre_region_scalars_check_on_the_cpu_emulator(tmp_path):
+    src = tmp_path / "scale.c"
+    src.write_text(PRE_REGION_KERNEL)
+    result = subprocess.run(
+        [sys.executable, "-m", "polygpu", "check", str(src), "-p", "n=37"],
+        capture_output=True, text=True, cwd=ROOT, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert ": ok" in result.stdout + result.stderr

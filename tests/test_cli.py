@@ -3,7 +3,10 @@
 The bad-input corpus lives in ``tests/bad_inputs/``: each file says on its first line
 ``// expect: TEXT`` (or ``# expect: TEXT``), Python files name the function on the
 second line (``# function: NAME``), and the offending line carries the marker
-``<- error``.  Each must give exactly one line ``FILE:LINE: ...TEXT...`` on stderr,
+``<- error``.  A file may name the command it fails under in its first lines
+(``// command: check -p n=11``; default ``analyze``): mistakes that depend on the
+sizes, such as an access outside its array at these sizes, are found by ``check`` and
+``compile``.  Each must give exactly one line ``FILE:LINE: ...TEXT...`` on stderr,
 nothing on stdout, and exit status 2.
 """
 
@@ -63,6 +66,13 @@ def test_analyze_report_has_the_tables():
     assert "c[i][j]" in result.stdout and "parallel" in result.stdout
 
 
+def _command(path: Path) -> list[str]:
+    for line in path.read_text().splitlines()[:4]:
+        if m := re.match(r"(?://|#)\s*command:\s*(.+)", line):
+            return m.group(1).split()
+    return ["analyze"]
+
+
 def _expectation(path: Path) -> tuple[str, str | None, int]:
     lines = path.read_text().splitlines()
     expect = re.match(r"(?://|#)\s*expect:\s*(.+)", lines[0]).group(1).strip()
@@ -83,7 +93,8 @@ def test_bad_input_gets_one_line_error(path):
     expect, function, line = _expectation(path)
     rel = str(path.relative_to(ROOT))
     spec = f"{rel}:{function}" if path.suffix == ".py" else rel
-    result = polygpu("analyze", spec)
+    command = _command(path)
+    result = polygpu(command[0], spec, *command[1:])
     assert result.returncode == 2, result.stdout + result.stderr
     assert result.stdout == ""
     err = result.stderr.rstrip("\n")

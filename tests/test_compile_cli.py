@@ -61,8 +61,11 @@ def test_tmv_reads_a_coalesced_and_mv_does_not(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["-p", "n"], "expected NAME=INTEGER"),
-    (["-p", "m=3"], "not an integer parameter"),
+    (["-p", "n"], "expected NAME=VALUE"),
+    (["-p", "m=3"], "has no parameter m (its scalar parameters: int n)"),
+    (["-p", "n=1.5"], "needs an integer"),
+    (["-p", "n=-5"], "violate the region's assumptions"),
+    (["-p", "n=1000000000000"], "does not fit its C type"),
     (["--variant", "{bad"], "not valid JSON"),
     (["--tile", "64", "--threads", "128"], "threads <= tile"),
     (["--candidate", "99"], "does not exist"),

@@ -623,7 +623,7 @@ def test_non_affine_products_are_left_to_the_model_builder(tmp_path):
 # --------------------------------------------------------------------------
 
 FRONTEND_BAD_INPUTS = sorted(
-    p for p in BAD_INPUTS.glob("*.py") if not p.name.startswith("nonaffine_")
+    p for p in BAD_INPUTS.glob("*.py") if not p.name.startswith(("nonaffine_", "bounds_"))
 )
 
 
@@ -707,3 +707,55 @@ def test_rejected_signatures(tmp_path, signature, expected):
 def test_async_function_is_rejected(tmp_path):
     with pytest.raises(UnsupportedError, match="async"):
         parse_source(tmp_path, "async def k(n: int):\n    pass\n")
+
+
+# --------------------------------------------------------------------------
+# Issue 17: reserved names, duplicate parameters, scalars set before the loops
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("params", "name", "why"),
+    [
+        ("n: int, float: f32[n]", "float", "C++ keyword"),
+        ("n: int, int: f32[n]", "int", "C++ keyword"),
+        ("n: int, new: f32[n]", "new", "C++ keyword"),
+        ("n: int, blockDim: f32[n]", "blockDim", "CUDA built-in"),
+        ("n: int, exp: f32[n]", "exp", "function the generated code calls"),
+        ("n: int, max: int", "max", "function the generated code calls"),
+        ("n: int, pg_x: f32[n]", "pg_x", "prefix 'pg_'"),
+        ("n: int, x: f32[n], x_sh: f32[n]", "x_sh", "shared-memory copy"),
+    ],
+)
+def test_reserved_parameter_names_are_refused(tmp_path, params, name, why):
+    with pytest.raises(PolygpuError) as info:
+        parse_source(tmp_path, f"def k({params}):\n    pass\n")
+    err = str(info.value)
+    assert f"parameter '{name}': " in err and why in err and "rename it" in err, err
+
+
+def test_reserved_iterator_and_temporary_names_are_refused(tmp_path):
+    with pytest.raises(PolygpuError, match="loop iterator 'this'"):
+        parse_source(tmp_path, "def k(n: int, x: f32[n]):\n"
+                     "    for this in range(n):\n        x[this] = 0.0\n")
+    with pytest.raises(PolygpuError, match="variable 'sqrt'"):
+        parse_source(tmp_path, "def k(n: int, x: f32[n]):\n"
+                     "    for i in range(n):\n        sqrt = x[i]\n        x[i] = sqrt\n")
+
+
+def test_ordinary_names_like_generated_ones_are_accepted(tmp_path):
+    program = parse_source(tmp_path, "def k(n: int, c0: f32[n], bx: f32[n], tid: f32[n]):\n"
+                           "    for tx in range(n):\n        c0[tx] = bx[tx] + tid[tx]\n")
+    assert [a.name for a in program.arrays] == ["c0", "bx", "tid"]
+
+
+def test_duplicate_parameter_is_refused(tmp_path):
+    with pytest.raises(PolygpuError, match="duplicate parameter 'x'"):
+        parse_source(tmp_path, "def k(n: int, x: f32[n], x: f32[n]):\n    pass\n")
+
+
+def test_scalar_assigned_before_the_loops_is_a_temporary(tmp_path):
+    program = parse_source(tmp_path, "def k(n: int, x: f32[n]):\n    eps = 0.1\n"
+                           "    for i in range(n):\n        x[i] = x[i] + eps\n")
+    assert [t.name for t in program.temporaries] == ["eps"]
+    assert str(program.body[0]) == "eps = 0.1"

@@ -192,3 +192,29 @@ def test_compile_cubins_in_parallel(job):
     assert isinstance(good, Cubin) and good.binary.startswith(b"\x7fELF")
     assert good.resources["mv_kernel0"].registers > 0
     assert isinstance(failed, Exception) and "error" in str(failed)
+
+
+def test_tune_progress_without_a_terminal_prints_plain_lines():
+    """CI logs and ``| tee``: no bar, but one line a phase and one per measurement."""
+    import io
+
+    from polygpu.search.tune_cli import _progress
+    from polygpu.search.tuner import Progress
+
+    out = io.StringIO()
+    with _progress(quiet=False, stream=out) as show:
+        show(Progress(phase="compile"))
+        show(Progress(phase="nvcc", pruned=3))
+        show(Progress(phase="measure", total=2))
+        show(Progress(phase="measure", total=2, done=1, best_ms=1.5))
+        show(Progress(phase="measure", total=2, done=1, best_ms=1.5))  # no change
+        show(Progress(phase="measure", total=2, done=2, best_ms=1.25))
+        show(Progress(phase="done", total=2, done=2, best_ms=1.25))
+    lines = out.getvalue().splitlines()
+    assert [line.split(":")[0].split()[0] for line in lines] == [
+        "compile", "nvcc", "measure", "measured", "measured", "done"]
+    assert "measured 2/2" in lines[4] and "best 1.25 ms" in lines[4]
+    quiet = io.StringIO()
+    with _progress(quiet=True, stream=quiet) as show:
+        show(Progress(phase="measure", total=2, done=1))
+    assert quiet.getvalue() == ""

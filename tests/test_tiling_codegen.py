@@ -126,3 +126,19 @@ def test_emitted_cuda_compiles_without_warnings(tmp_path, variant):
                              str(src), "-o", str(tmp_path / "mv.o")],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_folded_grid_launches_more_than_65535_blocks_on_x():
+    """Issue 17 (3): a y block count that can pass 65535 is folded onto grid x."""
+    from polygpu.pipeline import compile_region
+    from polygpu.runtime import grid as rgrid
+    c = compile_region(str(KERNELS / "mm.c"), variant=Variant(tile=(16, 16), threads=(16, 16)))
+    (launch,) = c.program.launches
+    dims = tuple(rgrid.evaluate(e, {"n": 16 * 70000}) for e in launch.grid)
+    assert dims == (2**31 - 1, -(-70000**2 // (2**31 - 1)), 1)  # 4.9e9 blocks
+    rgrid.check_launch(launch.kernel, dims, launch.block)
+    # specialized at the usual sizes: the 2-D launch is unchanged
+    s = compile_region(str(KERNELS / "mm.c"), variant=Variant(tile=(16, 16), threads=(16, 16),
+                                                              specialize=True),
+                       params={"n": 4096})
+    assert "pg_block" not in s.program.source and s.program.launches[0].grid[1] != "1"

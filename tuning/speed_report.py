@@ -99,10 +99,9 @@ def naive_variant(prepared):
 def gpu_identity(backend: str) -> str:
     if backend == "cpu":
         return "cpu-emulator"
-    import pycuda.autoinit  # noqa: F401
-    import pycuda.driver as cuda
+    from polygpu.runtime import gpu
 
-    return cuda.Context.get_device().name()
+    return gpu.device().name  # device 0, in its primary context (the device layer)
 
 
 def _values(source, params, seed):
@@ -119,14 +118,9 @@ def _copy(values):
 
 def _time(program, values, backend, repeats):
     if backend == "cpu":
-        from polygpu.runtime import cpu
+        from polygpu.runtime.device import get_device
 
-        compiled = cpu.compile_program(program)
-        times = []
-        for _ in range(max(1, repeats // 5)):
-            start = time.perf_counter()
-            compiled.run(values)
-            times.append((time.perf_counter() - start) * 1e3)
+        times = get_device("cpu").time(program, [values], max(1, repeats // 5), 0)
         return float(np.median(times))
     from polygpu.runtime import gpu
 

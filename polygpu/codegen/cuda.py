@@ -11,6 +11,7 @@ by the statement's body with its iterators substituted.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import cgen
 import islpy as isl
@@ -18,15 +19,25 @@ import islpy as isl
 from polygpu import __version__
 from polygpu.codegen import staging
 from polygpu.codegen.expressions import (
+    INDEX64,
+    INDEX64_HELPERS,
     INT_HELPERS,
     BufferView,
     Printer,
     constant_name,
+    index_text,
     temporary_name,
 )
-from polygpu.codegen.launch_grid import grid_expression
+from polygpu.codegen.index_width import INT32_MAX, index_bounds, violated
+from polygpu.codegen.launch_grid import (
+    AXIS_LIMITS,
+    block_count,
+    device_expression,
+    grid_expression,
+    may_exceed,
+)
 from polygpu.codegen.program import Argument, KernelProgram, Launch
-from polygpu.codegen.thread_ast import kernel_ast
+from polygpu.codegen.thread_ast import _involves, kernel_ast
 from polygpu.frontend import ir
 from polygpu.memory.placement import STATIC_SHARED_BYTES, MemoryPlan
 from polygpu.model import atomic
@@ -42,8 +53,10 @@ class Emitter:
     def __init__(self, scop: Scop, unroll: int,
                  buffers: dict[str, tuple[BufferView, frozenset[str]]] | None = None,
                  constants: frozenset[str] = frozenset(), user=None,
-                 atomic: dict[str, str] | None = None):
+                 atomic: dict[str, str] | None = None, index64: bool = False):
         self.scop = scop
+        self.index64 = index64
+        self.itype = INDEX64 if index64 else "int"
         self.unroll = unroll
         self.shapes = {a.name: a.shape_exprs for a in scop.program_arrays}
         self.temporaries = frozenset(a.name for a in scop.arrays if a.kind == "temporary")
@@ -65,9 +78,9 @@ class Emitter:
         if t == isl.ast_node_type.for_:
             it = n.for_get_iterator().get_id().get_name()
             body = self.node(n.for_get_body())
-            loop = cgen.For(f"int {it} = {n.for_get_init().to_C_str()}",
-                            n.for_get_cond().to_C_str(),
-                            f"{it} += {n.for_get_inc().to_C_str()}",
+            loop = cgen.For(f"{self.itype} {it} = {self._c(n.for_get_init())}",
+                            self._c(n.for_get_cond()),
+                            f"{it} += {self._c(n.for_get_inc())}",
                             cgen.Block(body))
             if self.unroll > 1 and not self._contains_for(n.for_get_body()):
                 return [cgen.Pragma(f"unroll {self.unroll}"), loop]
@@ -76,12 +89,15 @@ class Emitter:
             then = cgen.Block(self.node(n.if_get_then_node()))
             else_ = cgen.Block(self.node(n.if_get_else_node())) if n.if_has_else_node() \
                 else None
-            return [cgen.If(n.if_get_cond().to_C_str(), then, else_)]
+            return [cgen.If(self._c(n.if_get_cond()), then, else_)]
         if t == isl.ast_node_type.user:
             return [self.statement(n.user_get_expr())]
         if t == isl.ast_node_type.mark:
             return self.node(n.mark_get_node())
         raise TypeError(f"unexpected AST node type {t}")
+
+    def _c(self, e: isl.AstExpr) -> str:
+        return index_text(e.to_C_str(), self.index64)
 
     def _contains_for(self, n: isl.AstNode) -> bool:
         """Whether ``n`` holds a loop -- placeholders of a staged kernel count: the tile
@@ -106,10 +122,10 @@ class Emitter:
     def statement(self, call: isl.AstExpr):
         name = call.get_op_arg(0).get_id().get_name()
         if name not in self.statements:
-            args = [call.get_op_arg(k + 1).to_C_str() for k in range(call.get_op_n_arg() - 1)]
+            args = [self._c(call.get_op_arg(k + 1)) for k in range(call.get_op_n_arg() - 1)]
             return cgen.Block(self.user(name, args))
         stmt = self.scop.statement(name)
-        args = [call.get_op_arg(k + 1).to_C_str() for k in range(len(stmt.iterators))]
+        args = [self._c(call.get_op_arg(k + 1)) for k in range(len(stmt.iterators))]
         subst = {it: f"({a})" if not a.isidentifier() else a
                  for it, a in zip(stmt.iterators, args, strict=True)}
         target = stmt.body.target
@@ -120,7 +136,7 @@ class Emitter:
                  if name in users}
         printer = Printer(self.shapes, self.temporaries, subst,
                           dtype if dtype.startswith("float") else "float64",
-                          views, self.constants)
+                          views, self.constants, self.index64)
         if name in self.atomic and target.array not in views:
             text = printer.atomic_add(stmt.body, atomic.operand(stmt.body), _c_type(dtype),
                                       self.atomic[name])
@@ -186,15 +202,33 @@ def launch_steps(scop: Scop, statements: tuple[str, ...], name: str) -> isl.Set:
 
 
 def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
-             plan: MemoryPlan | None = None) -> KernelProgram:
+             plan: MemoryPlan | None = None,
+             sizes: Mapping[str, int] | None = None) -> KernelProgram:
     """CUDA text and launch plan for the tiled kernels of one region, with the buffers
-    the memory stage planned (none without a plan)."""
+    the memory stage planned (none without a plan).
+
+    ``sizes``: parameter values an unspecialized program is meant for (``compile -p``,
+    ``optimize(params=...)``): where 32-bit index arithmetic would overflow at them, the
+    program is generated with 64-bit indices (for every size) instead of refusing them
+    at launch."""
     parts = [
         f"// Generated by polygpu {__version__} from {scop.file}:{scop.loc.line} "
         f"({scop.function}).",
     ]
     parts += [f"// {line}" for line in comment.splitlines()]
     parts.append(INT_HELPERS)
+    # index width (codegen/index_width.py): decided now for a specialized program,
+    # checked at launch for any other
+    fixed = scop.fixed_parameters
+    values = fixed if len(fixed) == len(scop.parameters) else None
+    bounds = index_bounds(scop, kernels)
+    at = values if values is not None else (
+        {p: int(sizes[p]) for p in scop.parameters} if sizes and all(
+            p in sizes for p in scop.parameters) else None)
+    index64 = at is not None and violated(bounds, at) is not None
+    itype = INDEX64 if index64 else "int"
+    if index64:
+        parts.append(INDEX64_HELPERS)
     for a in scop.arrays:
         if a.kind == "temporary":
             parts.append(f"__device__ {_c_type(a.dtype)} {temporary_name(a.name)};")
@@ -212,11 +246,24 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         buffers = list(plan.of_kernel(kernel.index).values()) if plan else []
         shared = [b for b in buffers if b.space == "shared"]
         registers = [b for b in buffers if b.space == "register"]
-        views = {b.array: (staging.view(b), b.statements) for b in buffers}
+        views = {b.array: (staging.view(b, index64), b.statements) for b in buffers}
         dynamic = plan is not None and plan.shared_bytes(kernel.index) > STATIC_SHARED_BYTES
-        printer = Printer(shapes, frozenset(), {}, constants=constants)
-        body = [cgen.Line(f"const int {b} = blockIdx.{AXES[k]};")
-                for k, b in enumerate(kernel.block_names)]
+        printer = Printer(shapes, frozenset(), {}, constants=constants, index64=index64)
+        grid = [grid_expression(e, t) for e, t in zip(kernel.extent, kernel.tile,
+                                                      strict=True)]
+        # block ids: from blockIdx, or decomposed from a linear one (see _folded)
+        step_values = None if values is None or any(
+            _involves(e, scop.host) for e in kernel.extent) else values
+        # (32-bit index arithmetic bounds SLACK * tile * blocks along x by 2^31 - 1,
+        # at launch for a program that is not specialized: x never needs folding then)
+        fold = any(may_exceed(e, t, scop.context, AXIS_LIMITS[k], step_values)
+                   for k, (e, t) in enumerate(zip(kernel.extent, kernel.tile, strict=True))
+                   if k > 0 or index64)
+        if fold:
+            body = _folded_ids(kernel, grid, itype)
+        else:
+            body = [cgen.Line(f"const {itype} {b} = blockIdx.{AXES[k]};")
+                    for k, b in enumerate(kernel.block_names)]
         body += [cgen.Line(f"const int {t} = threadIdx.{AXES[k]};")
                  for k, t in enumerate(kernel.thread_names)]
         if shared:
@@ -234,7 +281,8 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
 
         def emitter(user, kernel=kernel, views=views):
             return Emitter(scop, kernel.unroll, views, constants, user,
-                           {s: staging.atomic_function(kernel, [s]) for s in kernel.atomic})
+                           {s: staging.atomic_function(kernel, [s]) for s in kernel.atomic},
+                           index64)
 
         if shared:
             body += staging.staged_body(scop, kernel, buffers, emitter, printer)
@@ -243,6 +291,8 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         for b in registers:
             if b.writes is not None:
                 body += staging.copy_loop(b, printer, kernel, scop, "out")
+        if fold:
+            body = _folded_loop(kernel, grid, body, values)
         decl = cgen.FunctionDeclaration(
             cgen.Value("__global__ void", f"__launch_bounds__({kernel.n_threads}) {name}"),
             _parameter_list(scop, args))
@@ -256,8 +306,10 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
                          + (f" at tile level {b.level}, padding {b.padding}"
                             if b.space == "shared" else ""))
         parts.append(str(cgen.FunctionBody(decl, cgen.Block(body))))
-        grid = [grid_expression(e, t) for e, t in zip(kernel.extent, kernel.tile,
-                                                      strict=True)]
+        if fold:  # prod(blocks) on x, and on y in rows of 2^31 - 1 when there are more
+            total = " * ".join(grid)
+            grid = [total] if _total_fits(kernel, values) else \
+                [f"min({total}, {INT32_MAX})", f"({total} + {INT32_MAX - 1}) / {INT32_MAX}"]
         block = list(kernel.threads)
         launches.append(Launch(
             kernel=name,
@@ -277,5 +329,53 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         specialized=tuple(scop.fixed_parameters.items()),
         host_iterators=scop.host,
         host_steps=str(union_set(steps)) if steps else "",
+        index64=index64,
+        index_bounds=() if values is not None or index64 else bounds,
     )
+
+
+# A kernel whose block count along y or z can exceed CUDA's 65535 (or along x its
+# 2^31 - 1) is launched on a grid of prod(blocks) blocks along x -- where that can
+# pass 2^31 - 1, in rows of 2^31 - 1 along y -- and each block decomposes its linear
+# block number into the block ids (x fastest, as CUDA numbers blocks).  Blocks of the
+# last row beyond prod(blocks) return at once, all their threads together (no barrier
+# is reached by part of a block).  A loop over block numbers (grid-stride) would do
+# too, but costs registers: 79 -> 128 on mm's 64 x 64 register tile.
+_BLOCK = "pg_block"
+
+
+def _folded_ids(kernel: TiledKernel, grid: list[str], itype: str) -> list:
+    lines = []
+    divisor = ""
+    for k, b in enumerate(kernel.block_names):
+        value = f"{_BLOCK}{divisor}"
+        if k + 1 < len(kernel.block_names):
+            value = f"{value} % pg_blocks{k}"
+        lines.append(cgen.Line(f"const {itype} {b} = ({itype})({value});"))
+        divisor = f"{divisor} / pg_blocks{k}"
+    return lines
+
+
+def _total_fits(kernel: TiledKernel, values) -> bool:
+    """Whether a specialized kernel's linear block count fits CUDA's grid x."""
+    if values is None:
+        return False
+    try:
+        return math.prod(block_count(e, t, values) for e, t in
+                         zip(kernel.extent, kernel.tile, strict=True)) <= INT32_MAX
+    except KeyError:  # a host step's grid: counts depend on the host iterators
+        return False
+
+
+def _folded_loop(kernel: TiledKernel, grid: list[str], body: list, values) -> list:
+    counts = [cgen.Line(f"const long long pg_blocks{k} = {device_expression(g)};")
+              for k, g in enumerate(grid)]
+    if _total_fits(kernel, values):
+        return counts + [cgen.Line(f"const long long {_BLOCK} = blockIdx.x;")] + body
+    total = " * ".join(f"pg_blocks{k}" for k in range(len(grid)))
+    return counts + [
+        cgen.Line(f"const long long {_BLOCK} = blockIdx.x + (long long)gridDim.x * "
+                  "blockIdx.y;"),
+        cgen.If(f"{_BLOCK} >= {total}", cgen.Statement("return")),
+    ] + body
 

@@ -11,6 +11,7 @@ integer operations keep the source language's meaning (C truncation vs Python fl
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from polygpu.frontend import ir
@@ -47,6 +48,30 @@ template <typename T> __device__ __forceinline__ void pg_atomic_add_warp(T *p, T
   atomicAdd(p, v);
 }
 """
+
+
+# Helpers of programs with 64-bit index arithmetic (codegen/index_width.py): CUDA's
+# min/max have no overload for an int and a long long together (ambiguous), and
+# pg_floordiv/pg_mod get long long operands.
+INDEX64_HELPERS = """\
+__device__ __forceinline__ long long pg_min(long long a, long long b) { return a < b ? a : b; }
+__device__ __forceinline__ long long pg_max(long long a, long long b) { return a < b ? b : a; }
+__device__ __forceinline__ long long pg_floordiv(long long a, long long b)
+{ long long q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+__device__ __forceinline__ long long pg_mod(long long a, long long b)
+{ long long r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+"""
+
+INDEX64 = "long long"
+
+_MIN_MAX = re.compile(r"\b(min|max)\(")
+
+
+def index_text(text: str, index64: bool) -> str:
+    """An integer index expression (isl's C text, or the printer's) for a program
+    whose index arithmetic is ``long long`` when ``index64``: ``min``/``max`` become
+    ``pg_min``/``pg_max``, which take any mix of int and long long."""
+    return _MIN_MAX.sub(r"pg_\1(", text) if index64 else text
 
 
 def temporary_name(name: str) -> str:
@@ -101,6 +126,7 @@ class Printer:
     float_type: str = "float32"  # element type of the statement's target
     buffers: dict[str, BufferView] = field(default_factory=dict)
     constants: frozenset[str] = frozenset()
+    index64: bool = False  # long long index arithmetic (codegen/index_width.py)
 
     # ---- integer expressions ------------------------------------------------
 
@@ -115,7 +141,7 @@ class Printer:
             text = self.int_expr(e.args[0])
             for a in e.args[1:]:
                 text = f"{e.op}({text}, {self.int_expr(a)})"
-            return text
+            return index_text(text, self.index64)
         if isinstance(e, ir.IntSelect):
             return (f"(({self.cond(e.cond)}) ? {self.int_expr(e.then)} : "
                     f"{self.int_expr(e.else_)})")
@@ -127,6 +153,8 @@ class Printer:
                 return f"({a} / {b})"
             if e.op == "rem":
                 return f"({a} % {b})"
+            if self.index64:  # one overload matches: long long
+                return f"pg_{e.op}(({INDEX64})({a}), ({INDEX64})({b}))"
             return f"pg_{e.op}({a}, {b})"  # floordiv, mod
         raise TypeError(f"unknown integer expression {e!r}")
 
@@ -155,7 +183,8 @@ class Printer:
     def flat_index(self, array: str, subs: list[str]) -> str:
         """Row-major offset of element ``subs`` (C expressions) of ``array``."""
         shape = self.shapes[array]
-        index = subs[0]
+        # 64-bit programs: the offset is computed in long long from its first term on
+        index = f"({INDEX64})({subs[0]})" if self.index64 else subs[0]
         for sub, extent in zip(subs[1:], shape[1:], strict=True):
             index = f"({index}) * {self.int_expr(extent)} + {sub}"
         return index

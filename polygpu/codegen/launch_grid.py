@@ -9,6 +9,7 @@ and telling isl so removes the guards of blocks that can never be partial
 
 from __future__ import annotations
 
+import ast
 import math
 from collections.abc import Mapping
 from fractions import Fraction
@@ -79,3 +80,45 @@ def _piece_counts(extent: isl.PwAff, tile: int) -> list[tuple[dict[str, int], in
         pieces.append(({name: int(v * denominator) for name, v in coeffs.items()},
                        int(const * denominator) + divisor, divisor))
     return pieces
+
+
+# CUDA's grid limits: x up to 2^31 - 1 blocks, y and z up to 65535
+AXIS_LIMITS = (2**31 - 1, 65535, 65535)
+
+
+def may_exceed(extent: isl.PwAff, tile: int, context: isl.Set, limit: int,
+               values: Mapping[str, int] | None) -> bool:
+    """Whether the block count along one axis can exceed ``limit``: at ``values``
+    when given (a specialized kernel), else for some parameter values of ``context``
+    (isl's maximum of the extent; unbounded parameters can)."""
+    if values is not None:
+        return block_count(extent, tile, values) > limit
+    top = extent.intersect_params(context.align_params(extent.get_space().params())) \
+        .max_val()
+    if not top.is_int():
+        return not top.is_neginfty() and not top.is_nan()
+    return int(top.to_python()) // tile + 1 > limit
+
+
+def device_expression(text: str) -> str:
+    """Grid expression ``text`` as C evaluated in ``long long`` in a kernel (the
+    parameters are ``int``: ``n + 255`` must not overflow): names cast, literals
+    suffixed ``LL``, so ``max``/``min`` see two ``long long`` operands."""
+    def walk(node: ast.expr) -> str:
+        if isinstance(node, ast.Constant):
+            return f"{node.value}LL"
+        if isinstance(node, ast.Name):
+            return f"((long long){node.id})"
+        if isinstance(node, ast.UnaryOp):
+            return f"(-{walk(node.operand)})" if isinstance(node.op, ast.USub) \
+                else walk(node.operand)
+        if isinstance(node, ast.Call):
+            out = walk(node.args[0])
+            for a in node.args[1:]:
+                out = f"{node.func.id}({out}, {walk(a)})"
+            return out
+        if isinstance(node, ast.BinOp):
+            op = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}[type(node.op)]
+            return f"({walk(node.left)} {op} {walk(node.right)})"
+        raise ValueError(f"grid expression {text!r}: {ast.unparse(node)!r}")
+    return walk(ast.parse(text.strip(), mode="eval").body)

@@ -14,6 +14,7 @@ from functools import lru_cache
 
 import islpy as isl
 
+from polygpu.codegen.index_width import INT32_MAX, IndexBound, violated
 from polygpu.errors import PolygpuError
 
 
@@ -59,6 +60,12 @@ class KernelProgram:
     # runs once, in order.  The grids may use the host iterators.
     host_iterators: tuple[str, ...] = ()
     host_steps: str = ""
+    # index arithmetic (codegen/index_width.py): 64-bit (`long long` iterators and
+    # offsets) when a specialized program needs it; a 32-bit program that is not
+    # specialized records the bounds it is proven for, and the runtimes refuse to
+    # launch it beyond them (IndexWidthError)
+    index64: bool = False
+    index_bounds: tuple[IndexBound, ...] = ()
 
     def steps(self, values: Mapping[str, object]) -> tuple[tuple[int, tuple[int, ...]], ...]:
         """Every launch to run at parameter ``values``, in order: (index into
@@ -89,6 +96,17 @@ class KernelProgram:
                 f"{self.function}: the kernels are specialized for "
                 + ", ".join(f"{k}={v}" for k, v in self.specialized) + "; got "
                 + ", ".join(f"{k}={values[k]}" for k in wrong))
+        if self.index_bounds and not self.index64:
+            bad = violated(self.index_bounds, {p: int(values[p]) for p in self.parameters})
+            if bad is not None:
+                bound, value = bad
+                at = ", ".join(f"{p}={values[p]}" for p in self.parameters)
+                raise IndexWidthError(
+                    f"{self.function}: the kernels use 32-bit index arithmetic, proven "
+                    f"only while {bound.what} is at most {INT32_MAX}; at {at} it is "
+                    + ("unbounded" if value is None else str(value))
+                    + ". Compile it for these sizes (-p with compile/check/tune, params= "
+                    "with polygpu.optimize): polygpu then generates 64-bit indices")
 
 
 @lru_cache(maxsize=64)
@@ -118,3 +136,8 @@ def _host_steps(text: str, params: tuple[tuple[str, int], ...], kernels: tuple[s
 
 class SpecializationError(PolygpuError, ValueError):
     """A specialized program launched at other parameter values."""
+
+
+class IndexWidthError(PolygpuError, ValueError):
+    """A 32-bit program launched at parameter values its index arithmetic would
+    overflow at."""

@@ -33,7 +33,7 @@ import re
 import cgen
 import islpy as isl
 
-from polygpu.codegen.expressions import BufferView, Printer
+from polygpu.codegen.expressions import INDEX64, BufferView, Printer, index_text
 from polygpu.codegen.thread_ast import (
     ids,
     kernel_ast,
@@ -51,13 +51,14 @@ TID = "pg_tid"
 DYNAMIC = "pg_dynamic_shared"
 
 
-def c_expr(pa: isl.PwAff) -> str:
+def c_expr(pa: isl.PwAff, index64: bool = False) -> str:
     """``pa`` (a function of the parameters) as a C expression."""
-    return isl.AstBuild.from_context(pa.domain()).expr_from_pw_aff(pa).to_C_str()
+    return index_text(isl.AstBuild.from_context(pa.domain()).expr_from_pw_aff(pa).to_C_str(),
+                      index64)
 
 
-def view(buffer: Buffer) -> BufferView:
-    return BufferView(buffer.name, tuple(c_expr(b) for b in buffer.box.base),
+def view(buffer: Buffer, index64: bool = False) -> BufferView:
+    return BufferView(buffer.name, tuple(c_expr(b, index64) for b in buffer.box.base),
                       buffer.box.stride, buffer.box.extents, buffer.box.chunk, buffer.order)
 
 
@@ -123,10 +124,10 @@ def _guard(footprint: isl.Set, buffer: Buffer, names: list[str], known: isl.Set 
     return isl.AstBuild.from_context(context).expr_from_set(inside).to_C_str()
 
 
-def _element(buffer: Buffer, u: list[str]) -> list[str]:
+def _element(buffer: Buffer, u: list[str], index64: bool = False) -> list[str]:
     """C expressions of the array subscripts of buffer element ``u``."""
     out = []
-    for k, base in enumerate(view(buffer).base):
+    for k, base in enumerate(view(buffer, index64).base):
         stride, w = buffer.box.stride[k], buffer.box.chunks[k]
         term = u[k] if stride == 1 else f"{stride} * {u[k]}"
         if w > 1:
@@ -165,11 +166,11 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
         blocks = thread_context(scop, kernel, threads=False)
         known = known.intersect_params(blocks.align_params(known.get_space()))
     n_threads = kernel.n_threads
-    guard = _guard(footprint, buffer, u, known)
+    guard = index_text(_guard(footprint, buffer, u, known), printer.index64)
     # the loop runs through the box in the array's order (coalesced global accesses);
     # the buffer may store it in another
     local = f"{buffer.name}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
-    subs = _element(buffer, u)
+    subs = _element(buffer, u, printer.index64)
     global_ref = f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
     staged = f"{prefetch_name(buffer)}[pg_q]"
     move = {"in": f"{local} = {global_ref};", "out": f"{global_ref} = {local};",
@@ -252,7 +253,7 @@ def _shifted(s: isl.Set, by: int) -> isl.Set:
     return s.preimage_multi_aff(ma.align_params(s.get_space()))
 
 
-def _condition(s: isl.Set, known: isl.Set) -> str:
+def _condition(s: isl.Set, known: isl.Set, index64: bool = False) -> str:
     """``s`` (a parameter set) as a C condition, simplified where ``known`` holds."""
     known = known.align_params(s.get_space())
     s = s.align_params(known.get_space())
@@ -260,13 +261,14 @@ def _condition(s: isl.Set, known: isl.Set) -> str:
         return "1"
     if s.intersect(known).is_empty():
         return "0"
-    return isl.AstBuild.from_context(known).expr_from_set(s).to_C_str()
+    return index_text(isl.AstBuild.from_context(known).expr_from_set(s).to_C_str(), index64)
 
 
-def _bind(names: list[str], args: list[str], code: list) -> list:
+def _bind(names: list[str], args: list[str], code: list, index64: bool = False) -> list:
     """``code`` preceded by ``const int name = arg;`` for the names it uses."""
     text = "\n".join(str(c) for c in code)
-    return [cgen.Line(f"const int {n} = {a};") for n, a in zip(names, args, strict=True)
+    itype = INDEX64 if index64 else "int"
+    return [cgen.Line(f"const {itype} {n} = {a};") for n, a in zip(names, args, strict=True)
             if re.search(rf"\b{re.escape(n)}\b", text)] + code
 
 
@@ -345,30 +347,33 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
             for b in early:  # the next tile's elements, into registers, during the work
                 where = _tile_params(_shifted(by_name[f"pg_in_{b.name}"][2], 1), kernel,
                                      depth)
-                cond = _condition(where, known)
+                cond = _condition(where, known, printer.index64)
                 if cond == "0":
                     continue
                 last = levels[-1]
-                load = cgen.Block([cgen.Line(f"const int {last} = pg_next;")]
+                itype = INDEX64 if printer.index64 else "int"
+                load = cgen.Block([cgen.Line(f"const {itype} {last} = pg_next;")]
                                   + copy_loop(b, printer, kernel, scop, "load"))
-                block = cgen.Block([cgen.Line(f"const int pg_next = {last} + 1;"), load])
+                block = cgen.Block([cgen.Line(f"const {itype} pg_next = {last} + 1;"), load])
                 loads.append(block if cond == "1" else cgen.If(cond, block))
             work = emitter_factory(None).node(inner)
             # the copies before it are done; its reads are done before the next copies
             return _bind(levels, args, [cgen.Line("__syncthreads();")] + loads + work
-                         + [cgen.Line("__syncthreads();")])
+                         + [cgen.Line("__syncthreads();")], printer.index64)
         b, direction, where = by_name[name]
         if b in early and direction == "in":
             # registers -> buffer, loaded by the previous tile's work unless there was
             # none (the first tile of a run): then load them here first
             known = _tile_params(where, kernel, depth).intersect_params(context)
             first = _tile_params(where.subtract(_shifted(tile, -1)), kernel, depth)
-            cond = _condition(first, known)
+            cond = _condition(first, known, printer.index64)
             load = [] if cond == "0" else copy_loop(b, printer, kernel, scop, "load")
             if load and cond != "1":
                 load = [cgen.If(cond, cgen.Block(load))]
-            return _bind(levels, args, load + copy_loop(b, printer, kernel, scop, "store"))
-        code = _bind(levels[:b.level], args, copy_loop(b, printer, kernel, scop, direction))
+            return _bind(levels, args, load + copy_loop(b, printer, kernel, scop, "store"),
+                         printer.index64)
+        code = _bind(levels[:b.level], args, copy_loop(b, printer, kernel, scop, direction),
+                     printer.index64)
         # copy-ins need no barrier of their own (the tile's first one covers all of them,
         # and every element is written by the same thread each time); a copy-out reads
         # what the next copy-in may overwrite

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import struct
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pycparser import c_ast, c_generator, c_parser
 
 from polygpu.errors import PolygpuError, SourceLoc, UnsupportedError
+from polygpu.frontend import names as reserved
 from polygpu.frontend.ir import (
     PURE_FUNCTIONS,
     ArrayDecl,
@@ -298,6 +300,7 @@ class _Local:
     loc: SourceLoc
     problem: str | None  # why it cannot be used in the region at all (array, static, ...)
     initialised: bool
+    init: c_ast.Node | None = None  # the initialiser, for a scalar only read in the region
 
 
 # --------------------------------------------------------------------------
@@ -324,6 +327,11 @@ class _Translator:
         self.active: list[str] = []  # iterators of the enclosing loops, outermost first
         self.iterator_names: set[str] = set()  # every name used as an iterator so far
         self.scop_loc = self.func_loc  # the #pragma scop line, once found
+        self.written_in_region: set[str] = set()  # names the region assigns (pre-scan)
+        # scalars initialised before the region and only read in it -> their value
+        # (an IntExpr for integer ones, an Expr for floating-point ones), substituted
+        self.derived: dict[str, IntExpr | Expr] = {}
+        self.deriving: list[str] = []  # initialisers being translated (cycle guard)
 
     # ---- helpers ---------------------------------------------------------
 
@@ -369,11 +377,14 @@ class _Translator:
     # ---- the function ----------------------------------------------------
 
     def program(self) -> Program:
-        region = self.scop_region(self.func.body.block_items or [])  # first: is there one?
+        items = self.func.body.block_items or []
+        region = self.scop_region(items)  # first: is there one?
         self.read_parameters()
+        self.written_in_region = set().union(*map(_written_names, region)) if region else set()
         body = self.statements(region)
         if not body:
             raise UnsupportedError("the #pragma scop region has no statements", self.scop_loc)
+        self.check_outside(items)
         return Program(
             name=self.name,
             file=self.path,
@@ -425,13 +436,20 @@ class _Translator:
         if len(params) == 1 and isinstance(params[0], c_ast.Typename):
             params = []  # f(void)
         all_names = [getattr(p, "name", None) for p in params]
+        for k, param in enumerate(params):
+            if param.name is not None and param.name in all_names[:k]:
+                raise self.unsupported(param, f"duplicate parameter '{param.name}'")
         for param in params:
             if isinstance(param, c_ast.EllipsisParam):
                 raise self.unsupported(param, "variadic function: parameters must be named")
             if not isinstance(param, c_ast.Decl) or not param.name:
                 raise self.unsupported(param, "unnamed parameter: every parameter needs a name")
+            reserved.check_name(param.name, "parameter", self.loc(param))
             self.read_parameter(param, all_names)
             self.signature.append(param.name)
+        reserved.check_signature(
+            self.name, [(p.name, self.loc(p)) for p in params], self.arrays
+        )
 
     def read_parameter(self, param: c_ast.Decl, all_names: list[str | None]) -> None:
         name, typ, loc = param.name, param.type, self.loc(param)
@@ -496,7 +514,7 @@ class _Translator:
             except UnsupportedError as exc:
                 problem = exc.message
         self.locals[decl.name] = _Local(
-            decl.name, dtype, self.loc(decl), problem, decl.init is not None
+            decl.name, dtype, self.loc(decl), problem, decl.init is not None, decl.init
         )
 
     # ---- names -----------------------------------------------------------
@@ -514,6 +532,11 @@ class _Translator:
         if name in self.iterator_names:
             return "dead_iterator"
         if name in self.locals:
+            local = self.locals[name]
+            if local.initialised and local.problem is None and (
+                name not in self.written_in_region
+            ):
+                return "derived"
             return "local"
         return "unknown"
 
@@ -536,8 +559,89 @@ class _Translator:
                     f"'{name}' is initialised outside #pragma scop: initialise scalar "
                     "temporaries inside the region",
                 )
+            reserved.check_name(name, "variable", local.loc)
             self.temporaries[name] = ScalarDecl(name, local.dtype, local.loc, "temporary")
         return ScalarRef(name, self.loc(node))
+
+    def derived_value(self, name: str) -> IntExpr | Expr:
+        """The value of a scalar initialised before the region and only read in it
+        (``double eps = 0.1;``, ``int k = n / 2;``), as PPCG treats it: a read-only
+        input computed from constants and the function's parameters.  Its initialiser
+        is translated once and substituted wherever the region reads the scalar, so
+        nothing downstream needs to know it existed (the reference runs the whole
+        function, initialisation included)."""
+        if name in self.derived:
+            return self.derived[name]
+        local = self.locals[name]
+        init = local.init
+        if isinstance(init, c_ast.InitList):
+            raise self.unsupported(init, f"initialiser list for scalar '{name}'")
+        earlier = list(self.locals)[: list(self.locals).index(name)]
+        for used in _value_names(init):
+            ok = (used in self.params) or (
+                used in earlier
+                and self.role(used) == "derived"
+                and used not in self.deriving
+            )
+            if not ok:
+                what = "an array" if used in self.arrays else f"'{used}'"
+                raise UnsupportedError(
+                    f"'{name}' is initialised before #pragma scop with '{self.text(init)}', "
+                    f"which reads {what}: a scalar set before the region and read in it must "
+                    "be initialised with an expression of constants and the function's "
+                    "scalar parameters (or be assigned inside the region)",
+                    local.loc,
+                )
+        reserved.check_name(name, "variable", local.loc)
+        saved, self.active = self.active, []
+        self.deriving.append(name)
+        try:
+            if local.dtype.startswith("int"):
+                ctx = _IntCtx(
+                    f"initialiser '{self.text(init)}' of '{name}'",
+                    "the initialiser of an integer scalar read in the region",
+                    "data-dependent initialiser",
+                    "it must be an integer expression of constants and integer parameters",
+                )
+                value: IntExpr | Expr = self.int_expr(init, ctx)
+            else:
+                value = self.value(init)
+                if isinstance(value, Const):
+                    value = Const(_rounded(float(value.value), local.dtype), local.dtype)
+        finally:
+            self.active = saved
+            self.deriving.pop()
+        self.derived[name] = value
+        return value
+
+    def check_outside(self, items: list[c_ast.Node]) -> None:
+        """Statements of the function outside the region are not compiled: refuse those
+        that write what the region computes with or what the function returns (any
+        array argument), instead of dropping them silently.  Before the region that is
+        also a parameter, temporary or derived scalar the region reads."""
+        start = next(i for i, n in enumerate(items) if _pragma_word(n) == "scop")
+        end = next(i for i, n in enumerate(items) if _pragma_word(n) == "endscop")
+        before = set(self.arrays) | set(self.params) | set(self.temporaries)
+        before |= set(self.derived)
+        for where, chunk, watched in (
+            ("before", items[:start], before),
+            ("after", items[end + 1 :], set(self.arrays)),
+        ):
+            for item in chunk:
+                if isinstance(item, (c_ast.Decl, c_ast.Pragma)):
+                    continue
+                writer = _writer(item, watched)
+                if writer is None:
+                    continue
+                item, name = writer
+                used = "an array argument" if name in self.arrays else "read by the region"
+                verb = "may write" if isinstance(item, c_ast.FuncCall) else "writes"
+                raise self.unsupported(
+                    item,
+                    f"'{self.text(item)}' {where} #pragma scop {verb} '{name}' ({used}): "
+                    "only the #pragma scop region is compiled, so this statement would be "
+                    "lost; move it into the region or out of the function",
+                )
 
     # ---- statements ------------------------------------------------------
 
@@ -596,6 +700,7 @@ class _Translator:
         if name is None or not isinstance(decl.type, c_ast.TypeDecl):
             raise self.unsupported(decl, "only scalar declarations are allowed in #pragma scop")
         dtype = self.dtype(decl.type, "variable", name)
+        reserved.check_name(name, "variable", loc)
         role = self.role(name)
         if role in ("int_param", "float_param", "array"):
             raise self.unsupported(decl, f"declaration of '{name}' shadows a parameter")
@@ -642,7 +747,7 @@ class _Translator:
             raise self.unsupported(node, f"assignment to the whole array '{name}'")
         if role == "unknown":
             raise self.name_error(node, name, role)
-        return self.temporary(node, name)
+        return self.temporary(node, name)  # a 'derived' one is refused there
 
     # ---- loops and guards ------------------------------------------------
 
@@ -704,6 +809,7 @@ class _Translator:
         )
 
     def check_iterator(self, node: c_ast.Node, name: str, dtype: str | None) -> None:
+        reserved.check_name(name, "loop iterator", self.loc(node))
         role = self.role(name)
         if role == "iterator":
             raise self.unsupported(node, f"loop reuses iterator '{name}' of an enclosing loop")
@@ -844,7 +950,12 @@ class _Translator:
         role = self.role(name)
         if role in ("iterator", "int_param"):
             return IntVar(name)
-        if role == "float_param":
+        if role == "derived":
+            value = self.derived_value(name)
+            if isinstance(value, IntExpr):
+                return value
+            problem = f"floating-point variable '{name}' in {ctx.where}"
+        elif role == "float_param":
             problem = f"floating-point parameter '{name}' in {ctx.where}"
         elif role in ("temporary", "local"):
             problem = f"scalar variable '{name}' in {ctx.where} (its value is data)"
@@ -883,6 +994,9 @@ class _Translator:
                 return IntValue(IntVar(name))
             if role == "float_param":
                 return ScalarRef(name, self.loc(node))
+            if role == "derived":
+                value = self.derived_value(name)
+                return IntValue(value) if isinstance(value, IntExpr) else value
             if role in ("temporary", "local"):
                 return self.temporary(node, name)
             if role == "array":
@@ -1131,3 +1245,72 @@ def _cond_names(cond: Cond) -> set[str]:
     if isinstance(cond, Not):
         return _cond_names(cond.arg)
     return set()
+
+
+def _rounded(value: float, dtype: str) -> float:
+    """``value`` as the C type ``dtype`` stores it (a float32 variable rounds)."""
+    if dtype == "float32":
+        return struct.unpack("f", struct.pack("f", value))[0]
+    return value
+
+
+def _value_names(node: c_ast.Node | None) -> list[str]:
+    """Variable names read in an expression, in order (not called function names)."""
+    if node is None:
+        return []
+    if isinstance(node, c_ast.ID):
+        return [node.name]
+    if isinstance(node, c_ast.FuncCall):
+        return [n for arg in (node.args.exprs if node.args else []) for n in _value_names(arg)]
+    if isinstance(node, (c_ast.Cast, c_ast.Typename)):
+        return _value_names(node.expr) if isinstance(node, c_ast.Cast) else []
+    if isinstance(node, c_ast.UnaryOp) and node.op == "sizeof":
+        return []
+    return [n for _, child in node.children() for n in _value_names(child)]
+
+
+def _assigned_base(node: c_ast.Node) -> set[str]:
+    """The variable an lvalue writes (all names under a dereference, conservatively)."""
+    while isinstance(node, (c_ast.ArrayRef, c_ast.StructRef)):
+        node = node.name
+    if isinstance(node, c_ast.ID):
+        return {node.name}
+    return set(_value_names(node))
+
+
+def _written_names(node: c_ast.Node | None, calls: bool = False) -> set[str]:
+    """Names a statement may write: assignment targets, ``++``/``--`` operands, loop
+    variables, names declared in it, and (``calls``) variables passed by name or address
+    to a call."""
+    if node is None:
+        return set()
+    found: set[str] = set()
+    if isinstance(node, c_ast.Assignment):
+        found |= _assigned_base(node.lvalue)
+    elif isinstance(node, c_ast.UnaryOp) and node.op in ("++", "--", "p++", "p--"):
+        found |= _assigned_base(node.expr)
+    elif isinstance(node, c_ast.Decl) and node.name:
+        found.add(node.name)
+    elif calls and isinstance(node, c_ast.FuncCall) and node.args is not None:
+        found |= {a.name for a in node.args.exprs if isinstance(a, c_ast.ID)}
+        found |= {
+            n for a in node.args.exprs
+            if isinstance(a, c_ast.UnaryOp) and a.op == "&" for n in _assigned_base(a.expr)
+        }
+    for _, child in node.children():
+        found |= _written_names(child, calls)
+    return found
+
+
+def _writer(node: c_ast.Node, watched: set[str]) -> tuple[c_ast.Node, str] | None:
+    """The innermost statement under ``node`` that may write a name in ``watched``, and
+    the name (for the message's line), or None."""
+    for _, child in node.children():
+        found = _writer(child, watched)
+        if found is not None:
+            return found
+    if isinstance(node, (c_ast.Assignment, c_ast.UnaryOp, c_ast.FuncCall, c_ast.Decl)):
+        hit = sorted(_written_names(node, calls=True) & watched)
+        if hit:
+            return node, hit[0]
+    return None

@@ -30,6 +30,7 @@ from typing import Any
 
 from polygpu.errors import PolygpuError, SourceLoc, UnsupportedError
 from polygpu.frontend import ir
+from polygpu.frontend import names as reserved
 from polygpu.frontend.types import ELEMENT_TYPES
 
 # --------------------------------------------------------------------------
@@ -238,6 +239,7 @@ class _Translator:
 
     def function(self, fn: ast.FunctionDef) -> ir.Program:
         self.parameters(fn.args)
+        self.check_signature(fn)
         self.collect_names(fn.body)
         self.temp_names -= self.loop_names
         body = self.block(fn.body, top_level=True)
@@ -266,6 +268,7 @@ class _Translator:
             name, loc = arg.arg, self.loc(arg)
             if name in self.signature:
                 raise self.error(f"duplicate parameter '{name}'", arg)
+            reserved.check_name(name, "parameter", loc)
             self.signature.append(name)
             annotation = arg.annotation
             if annotation is None:
@@ -289,6 +292,11 @@ class _Translator:
                 self.int_params.add(name)
             else:
                 self.value_params[name] = dtype
+
+    def check_signature(self, fn: ast.FunctionDef) -> None:
+        positional = (*fn.args.posonlyargs, *fn.args.args)
+        reserved.check_signature(fn.name, [(a.arg, self.loc(a)) for a in positional],
+                                 self.arrays)
 
     def array_parameter(self, name: str, annotation: ast.Subscript, arg: ast.arg) -> None:
         element = ELEMENT_TYPES.get(self.type_name(annotation.value) or "")
@@ -329,6 +337,7 @@ class _Translator:
         for s in stmts:
             if isinstance(s, ast.For):
                 if isinstance(s.target, ast.Name):
+                    reserved.check_name(s.target.id, "loop iterator", self.loc(s))
                     self.loop_names.add(s.target.id)
                 self.collect_names(s.body)
             elif isinstance(s, ast.If):
@@ -338,6 +347,7 @@ class _Translator:
                 targets = s.targets if isinstance(s, ast.Assign) else [s.target]
                 for t in targets:
                     if isinstance(t, ast.Name) and t.id not in self.signature:
+                        reserved.check_name(t.id, "variable", self.loc(s))
                         self.temp_names.add(t.id)
 
     # ---- statements ----------------------------------------------------------------

@@ -30,6 +30,8 @@ class Analysis:
     reductions: tuple[Reduction, ...]
     loops: tuple[LoopParallelism, ...]
     reuse: tuple[ReuseInfo, ...]
+    # accesses that may leave their arrays, for ``analyze`` (compile and check refuse
+    # the certain ones and those outside at the given sizes: bounds.require_in_bounds)
     warnings: tuple[BoundsWarning, ...]
     # sum reductions whose reduction loops may be parallel with atomic combining
     # (statement -> reduction; :mod:`polygpu.model.atomic`)

@@ -39,6 +39,7 @@ from polygpu.frontend import ir, load
 from polygpu.model.analysis import analyze
 from polygpu.model.scop import Scop
 from polygpu.runtime import footprint, inputs, reference
+from polygpu.runtime.device import Device, get_device
 
 TOLERANCES = {"float32": (1e-3, 1e-5), "float64": (1e-10, 1e-12)}  # dtype -> (rtol, atol)
 INT_POISON = -123456789  # integer arrays cannot hold NaN
@@ -63,14 +64,18 @@ def check_program(
     scop: Scop,
     spec: str,
     params: Mapping[str, int],
-    backend: str = "cpu",
+    backend: str | Device = "cpu",
     seed: int | None = None,
     defines: Sequence[str] = (),
     include_dirs: Sequence[str] = (),
+    scalars: Mapping[str, float] | None = None,
 ) -> CheckResult:
-    """Run ``program`` (on ``backend``: 'cpu' emulator or 'gpu') and the original function of
-    ``spec`` on the same random inputs, at the integer parameters ``params``, and compare."""
-    run = _backend(backend)
+    """Run ``program`` (on ``backend``: 'cpu' emulator, 'gpu', 'gpu:N' or a
+    :class:`~polygpu.runtime.device.Device`) and the original function of ``spec`` on the
+    same random inputs, at the integer parameters ``params``, and compare.  The program
+    runs through the device layer, as the API runs it.  Float scalar parameters take
+    their value from ``scalars`` (``-p alpha=1.5``) where given, else a random one."""
+    device = _backend(backend)
     source = load(spec, function=scop.function, defines=defines, include_dirs=include_dirs)
     _check_signature(program, source)
     ints = inputs.integer_parameters(source, params)
@@ -79,7 +84,8 @@ def check_program(
     shapes = inputs.array_shapes(source, ints)
     if seed is None:
         seed = int(np.random.SeedSequence().entropy % 2**32)
-    values = inputs.random_values(source, ints, shapes, np.random.default_rng(seed))
+    values = inputs.random_values(source, ints, shapes, np.random.default_rng(seed),
+                                  scalars=scalars)
 
     written, poisoned = _masks(scop, source, ints, shapes)
 
@@ -95,7 +101,7 @@ def check_program(
     kernel_in = {a.name: _poisoned_copy(values[a.name], poisoned[a.name]) for a in source.arrays}
     buffers = {name: _in_red_zones(v) for name, v in kernel_in.items()}
     kernel_values = dict(values) | {name: view for name, (view, _, _) in buffers.items()}
-    run(program, kernel_values)
+    device.run(program, kernel_values)
 
     errors, problems, worst = {}, [], []
     for a in source.arrays:
@@ -112,7 +118,7 @@ def check_program(
         (TOLERANCES[a.dtype][0] for a in source.arrays if a.dtype in TOLERANCES),
         default=0.0,
     )
-    context = f"{source.name} at {_params_text(ints)}, seed {seed}, {backend}"
+    context = f"{source.name} at {_params_text(ints)}, seed {seed}, {device.kind}"
     if ref_run.note:
         context += f"; {ref_run.note}"
     if problems:
@@ -260,14 +266,11 @@ def _check_signature(program: KernelProgram, source: ir.Program) -> None:
         )
 
 
-def _backend(name: str):
-    if name == "cpu":
-        from polygpu.runtime.cpu import run_program
-    elif name == "gpu":
-        from polygpu.runtime.gpu import require_gpu, run_program
-
-        require_gpu()
-    else:
-        raise ValueError(f"unknown backend {name!r} (cpu or gpu)")
-    return run_program
+def _backend(backend: str | Device) -> Device:
+    if isinstance(backend, str) and backend.partition(":")[0] not in ("cpu", "gpu"):
+        raise ValueError(f"unknown backend {backend!r} (cpu or gpu)")
+    device = get_device(backend)
+    if device.kind == "gpu" and hasattr(device, "open"):
+        device.open()  # GpuUnavailableError now, not midway through the check
+    return device
 

@@ -28,18 +28,39 @@ from polygpu.errors import PolygpuError
 C_LOCALE = {**os.environ, "LC_ALL": "C"}
 
 
+DIAGNOSTIC_LINES = 40  # compiler output shown in an error; the whole of it goes to a log
+
+
 class CompileError(PolygpuError):
-    """The compiler rejected a source; the message holds its first error lines."""
+    """The compiler rejected a source; the message holds its diagnostic (from just before
+    the first error, :data:`DIAGNOSTIC_LINES` lines at most, then where the rest is)."""
 
 
 def cache_dir() -> Path:
+    """The build cache, created if needed; a directory that cannot be created or written
+    is the user's problem (``PolygpuError`` naming the variable that sets it)."""
     root = os.environ.get("POLYGPU_CACHE_DIR")
     if root:
-        path = Path(root)
+        path, origin = Path(root), "$POLYGPU_CACHE_DIR"
     else:
         xdg = os.environ.get("XDG_CACHE_HOME")
         path = (Path(xdg) if xdg else Path.home() / ".cache") / "polygpu"
-    path.mkdir(parents=True, exist_ok=True)
+        origin = "$XDG_CACHE_HOME/polygpu" if xdg else "~/.cache/polygpu"
+    return _writable_cache(path, origin)
+
+
+@cache
+def _writable_cache(path: Path, origin: str) -> Path:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe-", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise PolygpuError(
+            f"{path}: cannot use it as polygpu's build cache ({err.strerror or err}); set "
+            f"POLYGPU_CACHE_DIR to a writable directory (this one comes from {origin})"
+        ) from None
     return path
 
 
@@ -73,8 +94,13 @@ def build_shared_library(
     if library.exists():
         return library
     src = directory / f"{stem}-{key}{suffix}"
-    src.write_text(source)
-    fd, tmp = tempfile.mkstemp(prefix=f".{stem}-", suffix=".so", dir=directory)
+    try:
+        src.write_text(source)
+        fd, tmp = tempfile.mkstemp(prefix=f".{stem}-", suffix=".so", dir=directory)
+    except OSError as err:
+        raise PolygpuError(f"{directory}: cannot write to polygpu's build cache "
+                           f"({err.strerror or err}); set POLYGPU_CACHE_DIR to a writable "
+                           "directory") from None
     os.close(fd)
     try:
         result = subprocess.run(
@@ -82,9 +108,15 @@ def build_shared_library(
             env=C_LOCALE,
         )
         if result.returncode != 0:
+            output = result.stderr or result.stdout
+            log = directory / f"{stem}-{key}.log"
+            try:
+                log.write_text(output)
+            except OSError:
+                log = None
             raise CompileError(
                 f"cannot compile {what} ({src}); {compiler} says:\n"
-                + first_errors(result.stderr or result.stdout)
+                + first_errors(output, log=log)
             )
         os.replace(tmp, library)
     finally:
@@ -93,12 +125,28 @@ def build_shared_library(
     return library
 
 
-def first_errors(output: str, count: int = 12) -> str:
-    """The compiler output from just before its first error, ``count`` lines at most."""
-    lines = output.splitlines()
+def first_errors(output: str, count: int = DIAGNOSTIC_LINES,
+                 log: Path | str | None = None) -> str:
+    """The compiler output from just before its first error, ``count`` lines at most,
+    then a note of how many lines were left out (and ``log``, the file holding them all).
+    Never empty: a compiler that failed silently says so."""
+    lines = output.rstrip().splitlines()
+    if not lines:
+        return "(no output; exit status only)"
     first = next((k for k, line in enumerate(lines) if "error" in line), 0)
     start = first - 1 if first > 0 and "In function" in lines[first - 1] else first
-    return "\n".join(lines[start : start + count])
+    if start <= 2:  # a few lines of context before it: keep them
+        start = 0
+    shown = lines[start : start + count]
+    left = len(lines) - start - len(shown)
+    if start:
+        shown.insert(0, f"[{start} line{'s' * (start > 1)} before the first error left out]")
+    if left > 0:
+        shown.append(f"[... {left} more line{'s' * (left > 1)}"
+                     + (f"; the full output is in {log}]" if log else "]"))
+    elif start and log:
+        shown.append(f"[the full output is in {log}]")
+    return "\n".join(shown)
 
 
 @cache

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import ctypes
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from polygpu.codegen.launch_grid import device_expression
 from polygpu.codegen.program import KernelProgram
 from polygpu.frontend.ir import DTYPES
 from polygpu.runtime import compiler, grid
@@ -79,7 +80,9 @@ def host_source(program: KernelProgram) -> str:
     host = program.host_iterators
     launch_code = []
     for k, launch in enumerate(program.launches):
-        g = [f"(long long)({e})" for e in launch.grid]
+        # evaluated in long long: the parameters are int, and n + 255 or a folded
+        # grid's product of block counts must not overflow before the limits are checked
+        g = [device_expression(e) for e in launch.grid]
         b = ", ".join(map(str, launch.block))
         launch_code.append(
             f"    // launch {k}\n"
@@ -126,9 +129,13 @@ class CpuProgram:
     program: KernelProgram
     library: Path
 
-    def run(self, values: Mapping[str, object]) -> None:
+    def run(self, values: Mapping[str, object],
+            steps: Sequence[tuple[int, tuple[int, ...]]] | None = None) -> None:
         """Run every launch in order on ``values`` (name -> int/float or numpy array); arrays
-        are updated in place."""
+        are updated in place.  ``steps``: the launches to run, (index, host iterators) --
+        the device layer's plan (:func:`polygpu.runtime.device.launch_plan`); default
+        ``program.steps(values)``.  Prefer :class:`polygpu.runtime.device.CpuEmulator`,
+        which also checks grids and aliasing before running."""
         bound = bind(self.program, values)
         lib = compiler.load_library(self.library)
         fn = lib.polygpu_run
@@ -141,7 +148,9 @@ class CpuProgram:
             b.value.ctypes.data if b.argument.kind == "array" else b.value.item() for b in bound
         ]
         if self.program.host_iterators:
-            steps = np.array([(k, *h) for k, h in self.program.steps(values)],
+            if steps is None:
+                steps = self.program.steps(values)
+            steps = np.array([(k, *h) for k, h in steps],
                              dtype=np.int64).reshape(-1, 1 + len(self.program.host_iterators))
             fn.argtypes = fn.argtypes + [ctypes.c_void_p, ctypes.c_longlong]
             args += [steps.ctypes.data, len(steps)]
@@ -160,5 +169,8 @@ def compile_program(program: KernelProgram) -> CpuProgram:
 
 
 def run_program(program: KernelProgram, values: Mapping[str, object]) -> None:
-    """Compile (once) and run ``program`` on the CPU; arrays in ``values`` are updated."""
-    compile_program(program).run(values)
+    """Compile (once) and run ``program`` on the CPU; arrays in ``values`` are updated.
+    Goes through the device layer (:class:`polygpu.runtime.device.CpuEmulator`)."""
+    from polygpu.runtime.device import get_device
+
+    get_device("cpu").run(program, values)

@@ -105,7 +105,7 @@ def _path(args: argparse.Namespace) -> Path:
 def _filters(args: argparse.Namespace) -> dict:
     from polygpu.cli import _parse_params  # here: polygpu.cli imports this module
 
-    params = _parse_params(args.params)
+    params = _parse_params(args.params, integers=True)
     return {"spec": args.spec, "function": args.function, "params": params or None,
             "gpu": args.gpu, "number": getattr(args, "number", None)}
 
@@ -190,12 +190,28 @@ def _run_export(args: argparse.Namespace) -> int:
     else:
         records = []
     if args.output:
+        # whole or not at all: a temporary file next to it, renamed into place
+        import os
+        import tempfile
+
+        target = Path(args.output)
+        if target.is_dir():
+            raise PolygpuError(f"{args.output}: is a directory; give a file name")
+        tmp = None
         try:
-            with open(args.output, "w", newline="", encoding="utf-8") as out:
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+            mask = os.umask(0o022)
+            os.umask(mask)
+            os.fchmod(fd, 0o666 & ~mask)
+            with os.fdopen(fd, "w", newline="", encoding="utf-8") as out:
                 write_export(records, args.format, out)
+            os.replace(tmp, target)
         except OSError as err:
             raise PolygpuError(f"{args.output}: cannot write: {err.strerror or err}"
                                ) from None
+        finally:
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
         print(f"wrote {len(records)} measurement{'s' * (len(records) != 1)} to "
               f"{args.output}")
     else:

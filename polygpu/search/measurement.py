@@ -64,6 +64,8 @@ class Job:
     # runs only at ``params``, so its check runs the same variant specialized at
     # ``check_params``
     check_program: KernelProgram | None = None
+    # values of float scalar parameters (``-p alpha=1.5``); the others are random
+    scalars: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

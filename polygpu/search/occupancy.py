@@ -152,14 +152,17 @@ def resource_usage(cuda_source: str, arch: str = "sm_90") -> dict[str, Resources
     return parse_ptxas(out.stderr)
 
 
-def limits_from_device() -> Limits:
-    """The limits of the current CUDA device (PyCUDA), or sm_90's without one."""
+def limits_from_device(index: int = 0) -> Limits:
+    """The limits of CUDA device ``index`` (through the device layer, in its primary
+    context), or sm_90's without one."""
+    from polygpu.runtime.device import GpuDevice, GpuUnavailableError
+
+    device = GpuDevice(index)
     try:
-        import pycuda.autoinit  # noqa: F401
-        import pycuda.driver as cuda
-    except Exception:  # no PyCUDA, no driver or no device
+        cuda = device.open()
+    except GpuUnavailableError:  # no PyCUDA, no driver or no device
         return SM_90
-    dev = cuda.Context.get_device()
+    dev = cuda.Device(index)
     a = cuda.device_attribute
     major, minor = dev.compute_capability()
     # theoretical DRAM bandwidth (double data rate), of which copies reach about 90 %
@@ -181,11 +184,11 @@ def limits_from_device() -> Limits:
     )
 
 
-def device_limits(timeout_s: float = 120.0) -> Limits:
+def device_limits(timeout_s: float = 120.0, index: int = 0) -> Limits:
     """:func:`limits_from_device` asked of a child process, so the caller (the search)
     never holds a CUDA context of its own; sm_90's limits if the child cannot tell."""
     code = ("import dataclasses, json; from polygpu.search.occupancy import "
-            "limits_from_device as f; print(json.dumps(dataclasses.asdict(f())))")
+            f"limits_from_device as f; print(json.dumps(dataclasses.asdict(f({int(index)}))))")
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              timeout=timeout_s)

@@ -22,11 +22,12 @@ In the child, a job is
    CPU: ``time.perf_counter`` around the emulator (only for tests and CI:
    ``extra["timer"] == "cpu-wallclock"``).
 
-On the GPU the child runs the exact binary it checks: ``job.cubin`` through
-``module_from_buffer`` when its ``job.arch`` is the device's, else the source compiled as
-:mod:`polygpu.runtime.gpu` compiles it; either way the module is installed as that module's
-``_module`` for the child's lifetime, so ``check_program(backend="gpu")`` and the timing
-both launch it.
+Check and timing go through the device layer (:mod:`polygpu.runtime.device`), the same
+code the API launches with.  On the GPU the child runs the exact binary it checks:
+``job.cubin`` through ``module_from_buffer`` when its ``job.arch`` is the device's, else the
+source compiled as the device layer compiles it; either way the module is installed on the
+child's :class:`~polygpu.runtime.device.GpuDevice` (``use_module``), so the check
+(``check_program(backend=device)``) and the timing both launch it.
 
 :func:`compile_cubins` compiles many candidates in parallel with nvcc (no GPU needed) and
 returns each one's cubin and ptxas resources, so the search can prune on occupancy and hand
@@ -114,7 +115,7 @@ def _nvcc() -> str:
 def default_nvcc_options() -> tuple[str, ...]:
     """The options :mod:`polygpu.runtime.gpu` compiles with, so a cubin made here is the
     code the GPU backend would run."""
-    from polygpu.runtime.gpu import nvcc_options
+    from polygpu.runtime.device import nvcc_options
 
     return ("-std=c++17", *nvcc_options())
 
@@ -123,10 +124,9 @@ def compile_cubin(source: str | KernelProgram, arch: str,
                   options: Sequence[str] | None = None) -> Cubin:
     """Compile one candidate (a KernelProgram or its CUDA text) to a cubin for ``arch``;
     :class:`CompileError` with nvcc's first lines if it does not compile."""
-    from polygpu.runtime.gpu import _KERNEL
+    from polygpu.runtime.device import device_source
 
-    text = source.source if isinstance(source, KernelProgram) else source
-    text = _KERNEL.sub('extern "C" __global__', text)  # as gpu.device_source; idempotent
+    text = device_source(source)  # C linkage for the kernels, as the device layer does
     opts = default_nvcc_options() if options is None else tuple(options)
     nvcc = _nvcc()
     with tempfile.TemporaryDirectory(prefix="polygpu-cubin-") as tmp:
@@ -174,10 +174,11 @@ class ProcessRunner:
     ``repeats``/``warmup`` default to 20/3 on the GPU and 3/1 on the CPU.  ``l2_bytes``
     overrides the device's L2 size for the rotation count (on the CPU, rotation happens
     only when it is given).  ``timeout_s`` bounds the whole child: compile, check, timing.
+    ``device``: the CUDA device index the children measure on.
     """
 
     def __init__(self, backend: str = "gpu", timeout_s: float = 60.0, repeats: int | None = None,
-                 warmup: int | None = None, l2_bytes: int | None = None):
+                 warmup: int | None = None, l2_bytes: int | None = None, device: int = 0):
         if backend not in _DEFAULTS:
             raise ValueError(f"unknown backend {backend!r} (gpu or cpu)")
         self.backend = backend
@@ -185,6 +186,7 @@ class ProcessRunner:
         self.repeats = _DEFAULTS[backend][0] if repeats is None else repeats
         self.warmup = _DEFAULTS[backend][1] if warmup is None else warmup
         self.l2_bytes = l2_bytes
+        self.device = device
         self._environment: Environment | None = None
 
     def environment(self) -> Environment:
@@ -193,8 +195,9 @@ class ProcessRunner:
         if self._environment is None:
             with tempfile.TemporaryDirectory(prefix="polygpu-env-") as tmp:
                 out = Path(tmp) / "environment.json"
-                rc, timed_out, log = self._spawn(["--environment", self.backend, str(out)],
-                                                 Path(tmp), self.timeout_s)
+                rc, timed_out, log = self._spawn(
+                    ["--environment", self.backend, str(out), str(self.device)], Path(tmp),
+                    self.timeout_s)
                 if timed_out or rc != 0 or not out.exists():
                     why = "timed out" if timed_out else _exit_text(rc)
                     raise PolygpuError(f"cannot query the {self.backend} environment ({why}):\n"
@@ -219,7 +222,7 @@ class ProcessRunner:
             job = dataclasses.replace(job, params=dict(job.params),
                                       check_params=dict(job.check_params))
             task = {"job": job, "backend": self.backend, "repeats": self.repeats,
-                    "warmup": self.warmup, "l2_bytes": self.l2_bytes}
+                    "warmup": self.warmup, "l2_bytes": self.l2_bytes, "device": self.device}
             (directory / "job.pkl").write_bytes(pickle.dumps(task))
             rc, timed_out, log = self._spawn([str(directory)], directory, self.timeout_s)
             result = _read_result(directory / "result.pkl")
@@ -365,12 +368,13 @@ def _plain(o):
 
 
 def run_job(job: Job, backend: str, repeats: int, warmup: int,
-            l2_bytes: int | None = None) -> Measurement:
+            l2_bytes: int | None = None, device: int = 0) -> Measurement:
     """Compile, check and time ``job`` in *this* process, every failure turned into its
-    status.  The child's body; call it directly only where a crash may take you down."""
+    status.  The child's body; call it directly only where a crash may take you down.
+    ``device``: the CUDA device index (GPU backend)."""
     state: dict[str, object] = {"check": "", "extra": {}}
     try:
-        return _run_job(job, backend, repeats, warmup, l2_bytes, state)
+        return _run_job(job, backend, repeats, warmup, l2_bytes, state, device)
     except CompileError as e:
         status, reason = "compile-error", _head(str(e))
     except Exception as e:
@@ -386,26 +390,28 @@ def _is_pycuda_error(e: Exception) -> bool:
     return type(e).__module__.startswith("pycuda")
 
 
-def _run_job(job, backend, repeats, warmup, l2_bytes, state) -> Measurement:
+def _run_job(job, backend, repeats, warmup, l2_bytes, state, index=0) -> Measurement:
     from polygpu.frontend import load
     from polygpu.model.build import build_scop
     from polygpu.runtime import inputs
     from polygpu.runtime.check import check_program
+    from polygpu.runtime.device import CpuEmulator, GpuDevice
 
     extra = state["extra"]
     source = load(job.spec, job.function, job.defines, job.include_dirs)
     scop = build_scop(source)
     # compile first, so a compiler error is reported as one, not as a failed check
     if backend == "gpu":
-        device = _install_gpu_module(job, extra)
+        device = GpuDevice(index)
+        _install_gpu_module(job, extra, device)
     else:
-        from polygpu.runtime import cpu
-
-        compiled = cpu.compile_program(job.program)
+        device = CpuEmulator()
+        device.load(job.program)
 
     checked = job.check_program or job.program
-    result = check_program(checked, scop, job.spec, job.check_params, backend=backend,
-                           seed=job.seed, defines=job.defines, include_dirs=job.include_dirs)
+    result = check_program(checked, scop, job.spec, job.check_params, backend=device,
+                           seed=job.seed, defines=job.defines, include_dirs=job.include_dirs,
+                           scalars=job.scalars)
     state["check"] = result.message.splitlines()[0]
     extra["check_error"] = max(result.max_relative_error.values(), default=0.0)
     extra["check_threshold"] = result.threshold
@@ -417,14 +423,15 @@ def _run_job(job, backend, repeats, warmup, l2_bytes, state) -> Measurement:
     shapes = inputs.array_shapes(source, ints)
     import numpy as np
 
-    values = inputs.random_values(source, ints, shapes, np.random.default_rng(job.seed))
+    values = inputs.random_values(source, ints, shapes, np.random.default_rng(job.seed),
+                                  scalars=job.scalars)
     total = sum(v.nbytes for v in values.values() if isinstance(v, np.ndarray))
     extra["bytes"] = total
     extra["blocks"] = grid.launch_blocks(job.program, ints)
     if backend == "gpu":
         times = _time_gpu(job.program, values, total, repeats, warmup, l2_bytes, device, extra)
     else:
-        times = _time_cpu(compiled, values, total, repeats, warmup, l2_bytes, extra)
+        times = _time_cpu(job.program, values, total, repeats, warmup, l2_bytes, device, extra)
     return Measurement(job.key, "ok", time_ms=statistics.median(times), times_ms=tuple(times),
                        check=state["check"], extra=extra)
 
@@ -438,18 +445,11 @@ def _rotated(values: Mapping[str, object], k: int) -> list[dict[str, object]]:
                        for n, v in first.items()} for _ in range(k - 1)]
 
 
-def _time_cpu(compiled, values, total, repeats, warmup, l2_bytes, extra) -> list[float]:
+def _time_cpu(program, values, total, repeats, warmup, l2_bytes, device, extra
+              ) -> list[float]:
     k = rotations(total, l2_bytes) if l2_bytes else 1
-    sets = _rotated(values, k)
     extra.update(rotations=k, timer="cpu-wallclock", device="cpu-emulator")
-    for r in range(warmup):
-        compiled.run(sets[r % k])
-    times = []
-    for r in range(warmup, warmup + repeats):
-        t0 = time.perf_counter()
-        compiled.run(sets[r % k])
-        times.append((time.perf_counter() - t0) * 1e3)
-    return times
+    return device.time(program, _rotated(values, k), repeats, warmup)
 
 
 def _arch_matches(arch: str, major: int, minor: int) -> bool:
@@ -458,69 +458,45 @@ def _arch_matches(arch: str, major: int, minor: int) -> bool:
     return re.fullmatch(rf"sm_{major}{minor}[af]?", arch) is not None
 
 
-def _install_gpu_module(job: Job, extra: dict):
+def _install_gpu_module(job: Job, extra: dict, device) -> None:
     """Load the job's binary (its cubin when built for this device, else its source through
-    nvcc as gpu.py does) and make it the module gpu.py launches for this program, so the
-    reference check runs exactly what is timed (a specialized variant checks its twin
-    specialized at the check sizes).  Returns the device."""
-    from polygpu.runtime import gpu
-
-    cuda = gpu._cuda()
-    device = cuda.Context.get_device()
+    nvcc as the device layer compiles it) and make it the module ``device`` launches for
+    this program, so the reference check runs exactly what is timed (a specialized
+    variant's check program, other sizes baked in, is compiled from its own source)."""
     major, minor = device.compute_capability()
     if job.cubin is not None and _arch_matches(job.arch, major, minor):
-        module = cuda.module_from_buffer(job.cubin)
+        device.use_module(job.program, device.load_binary(job.cubin))
         extra["binary"] = f"cubin {job.arch}"
     else:
-        module = gpu._module(gpu.device_source(job.program))  # CompileError on failure
         extra["binary"] = f"nvcc sm_{major}{minor}" + (
             f" (the cubin is for {job.arch or 'an unknown arch'})" if job.cubin else "")
-    timed_source, compile_source = gpu.device_source(job.program), gpu._module
-    # this child measures one program: that one runs from its binary; a specialized
-    # variant's check program (other sizes baked in) is compiled from its own source
-    gpu._module = lambda source: module if source == timed_source else compile_source(source)
-    extra["device"] = device.name()
-    extra["sms"] = device.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
-    return device
+    device.load(job.program)  # CompileError on failure; kernels prepared
+    extra["device"] = device.name
+    extra["sms"] = device.attribute("MULTIPROCESSOR_COUNT")
 
 
 def _time_gpu(program, values, total, repeats, warmup, l2_bytes, device, extra) -> list[float]:
     """CUDA events around each run's launches (not the copies); runs rotate through k
     independent sets of device buffers so each starts with a cold L2."""
-    from polygpu.runtime import gpu
-
-    cuda = gpu._cuda()
-    l2 = device.get_attribute(cuda.device_attribute.L2_CACHE_SIZE) if l2_bytes is None \
-        else l2_bytes
+    l2 = device.attribute("L2_CACHE_SIZE") if l2_bytes is None else l2_bytes
     k = rotations(total, l2)
-    sets = [gpu._prepare(program, v) for v in _rotated(values, k)]  # k buffer sets
     extra.update(rotations=k, l2_bytes=l2, timer="cuda-events")
-    for r in range(warmup):
-        sets[r % k].launch_all()
-    cuda.Context.synchronize()
-    start, end = cuda.Event(), cuda.Event()
-    times = []
-    for r in range(warmup, warmup + repeats):
-        start.record()
-        sets[r % k].launch_all()
-        end.record()
-        end.synchronize()
-        times.append(end.time_since(start))
-    return times
+    return device.time(program, _rotated(values, k), repeats, warmup)
 
 
-def child_environment(backend: str) -> Environment:
+def child_environment(backend: str, index: int = 0) -> Environment:
     """The environment of ``backend`` as seen from this process (the child's side of
-    :meth:`ProcessRunner.environment`: on the GPU it opens a context)."""
+    :meth:`ProcessRunner.environment`: on the GPU it retains device ``index``'s primary
+    context)."""
     toolkit = _nvcc_version()
     if backend == "cpu":
         return Environment("cpu-emulator", "", toolkit, "", polygpu.__version__)
-    from polygpu.runtime import gpu
+    from polygpu.runtime.device import get_device
 
-    cuda = gpu._cuda()
-    device = cuda.Context.get_device()
+    device = get_device("gpu", index)
+    cuda = device.open()
     major, minor = device.compute_capability()
-    return Environment(device.name(), f"{major}.{minor}", toolkit or _cuda_text(cuda.get_version()),
+    return Environment(device.name, f"{major}.{minor}", toolkit or _cuda_text(cuda.get_version()),
                        _smi_driver() or _cuda_text(cuda.get_driver_version()),
                        polygpu.__version__)
 
@@ -556,11 +532,17 @@ def _cuda_text(version) -> str:
 def _child(argv: list[str]) -> int:
     if argv[:1] == ["--environment"]:
         backend, out = argv[1], Path(argv[2])
-        out.write_text(json.dumps(child_environment(backend).to_json()))
+        index = int(argv[3]) if len(argv) > 3 else 0
+        out.write_text(json.dumps(child_environment(backend, index).to_json()))
         return 0
+    if argv[:1] == ["--compile"]:  # the tuner's parallel compile (tuner._compile_all)
+        from polygpu.search.tuner import compile_worker
+
+        return compile_worker(Path(argv[1]))
     directory = Path(argv[0])
     task = pickle.loads((directory / "job.pkl").read_bytes())
-    m = run_job(task["job"], task["backend"], task["repeats"], task["warmup"], task["l2_bytes"])
+    m = run_job(task["job"], task["backend"], task["repeats"], task["warmup"], task["l2_bytes"],
+                task.get("device", 0))
     tmp = directory / "result.pkl.tmp"
     tmp.write_bytes(pickle.dumps(m))
     os.replace(tmp, directory / "result.pkl")  # whole or absent, even if killed now

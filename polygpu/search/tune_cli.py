@@ -19,7 +19,13 @@ TOP = 10
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    from polygpu.cli import _add_input_arguments
+    from polygpu.cli import (
+        _add_input_arguments,
+        count_value,
+        nonnegative_float,
+        positive_float,
+        seed_value,
+    )
 
     p = sub.add_parser(
         "tune",
@@ -33,19 +39,19 @@ def add_parser(sub) -> argparse.ArgumentParser:
     )
     _add_input_arguments(p)
     p.add_argument("-p", "--param", dest="params", action="append", default=[],
-                   metavar="NAME=VALUE", help="value of an integer parameter (repeatable; "
-                   "all are needed)")
+                   metavar="NAME=VALUE", help="value of a scalar parameter: an integer size "
+                   "(all are needed) or a float scalar (repeatable)")
     p.add_argument("-o", "--output", metavar="OUTDIR", required=True,
                    help="directory for the best kernel's FUNCTION.cu and FUNCTION.json")
     p.add_argument("--strategy", choices=("model", "exhaustive", "random"), default="model",
                    help="model: the paper's pruned search (default); exhaustive: every "
                    "variant; random: a seeded random sample (use --budget)")
-    p.add_argument("--budget", type=int, metavar="N",
+    p.add_argument("--budget", type=count_value(1), metavar="N",
                    help="time at most N candidates (default: all the strategy keeps)")
-    p.add_argument("--traffic-slack", type=float, default=50.0, metavar="P",
+    p.add_argument("--traffic-slack", type=nonnegative_float, default=50.0, metavar="P",
                    help="model: drop structures with more than P%% more modelled global "
                    "traffic than the fewest (default 50)")
-    p.add_argument("--min-concurrency", type=float, default=0.25, metavar="F",
+    p.add_argument("--min-concurrency", type=nonnegative_float, default=0.25, metavar="F",
                    help="model: drop variants below F times the best concurrency "
                    "(default 0.25)")
     p.add_argument("--db", metavar="PATH",
@@ -64,12 +70,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--check-param", dest="check_params", action="append", default=[],
                    metavar="NAME=VALUE", help="parameters of the reference check (default: "
                    "at most two tiles plus a remainder)")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S",
+    p.add_argument("--timeout", type=positive_float, default=120.0, metavar="S",
                    help="seconds one candidate may take, check and timing (default 120)")
-    p.add_argument("--repeats", type=int, metavar="N", help="timed runs per candidate "
+    p.add_argument("--repeats", type=count_value(1), metavar="N", help="timed runs per candidate "
                    "(default 20 on the GPU)")
-    p.add_argument("--seed", type=int, default=0, help="random strategy and inputs")
-    p.add_argument("--jobs", type=int, metavar="N",
+    p.add_argument("--seed", type=seed_value, default=0,
+                   help="random strategy and inputs (0 to 2**32-1)")
+    p.add_argument("--jobs", type=count_value(1), metavar="N",
                    help="parallel compile processes (default: CPUs)")
     p.add_argument("--no-peer", action="store_true",
                    help="do not time the matching cuBLAS call")
@@ -82,24 +89,78 @@ def _runner(args):
     from polygpu.search.runner import ProcessRunner, ReplayRunner
 
     if args.replay:
-        return ReplayRunner(args.replay)
+        return _replay_runner(ReplayRunner, args.replay)
     return ProcessRunner(args.backend, timeout_s=args.timeout, repeats=args.repeats)
 
 
+def _replay_runner(cls, path: str):
+    """The replay file read now, before any work: a clear error when it is not one."""
+    import json
+
+    if not Path(path).is_file():
+        raise PolygpuError(f"{path}: no such replay file (--replay)"
+                           if not Path(path).exists() else
+                           f"{path}: the replay file (--replay) is not a file")
+    try:
+        return cls(path)
+    except OSError as err:
+        raise PolygpuError(f"{path}: cannot read the replay file ({err.strerror or err})"
+                           ) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise PolygpuError(f"{path}: the replay file is not JSON ({err})") from None
+    except (KeyError, TypeError, AttributeError, ValueError) as err:
+        raise PolygpuError(f"{path}: not a replay file written by polygpu "
+                           f"(bad or missing field {err})") from None
+
+
+def _validate(args: argparse.Namespace):
+    """Every user mistake that can be seen before the search, seen now: the output,
+    report, database and cache directories writable, the parameters those of the
+    function (types, C-type ranges, the region's assumptions).  Returns (integer
+    parameters, float scalars, check parameters)."""
+    from polygpu.cli import _given_params
+    from polygpu.output import require_writable_dir, require_writable_file
+    from polygpu.runtime import compiler, inputs
+    from polygpu.search.database import default_path
+
+    program, params, scalars = _given_params(args)
+    _, check_params, _ = _given_params(args, option="--check-param",
+                                       items=args.check_params)
+    from polygpu.model.build import build_scop
+
+    scop = build_scop(program)
+    missing = [p for p in scop.parameters if p not in params]
+    if missing:
+        raise PolygpuError(f"tune needs a value for {', '.join(missing)} "
+                           f"(e.g. -p {missing[0]}=4096)", scop.loc)
+    inputs.require_context(program, scop.context, params)
+    if check_params:
+        inputs.require_context(program, scop.context, check_params)
+    require_writable_dir(args.output, "output directory (-o)")
+    if args.report:
+        require_writable_dir(args.report, "report directory (--report)")
+    if not args.no_db:
+        require_writable_file(args.db or default_path(),
+                              "tuning database" + (" (--db)" if args.db else ""))
+    if not args.replay:
+        compiler.cache_dir()
+    return params, scalars, check_params
+
+
 def run(args: argparse.Namespace) -> int:
-    from polygpu.cli import _parse_params
     from polygpu.search.database import TuningDatabase
     from polygpu.search.occupancy import SM_90, device_limits
     from polygpu.search.tuner import TuneOptions, tune
 
-    params = _parse_params(args.params)
+    params, scalars, check_params = _validate(args)
+    runner = _runner(args)
     options = TuneOptions(
         strategy=args.strategy, budget=args.budget, traffic_slack=args.traffic_slack,
         min_concurrency=args.min_concurrency, seed=args.seed, jobs=args.jobs,
-        check_params=_parse_params(args.check_params) or None,
-        defines=tuple(args.defines), include_dirs=tuple(args.include_dirs))
+        check_params=check_params or None,
+        defines=tuple(args.defines), include_dirs=tuple(args.include_dirs),
+        scalars=scalars)
     out = Path(args.output)
-    runner = _runner(args)
     gpu = args.backend == "gpu" and not args.replay
     limits = device_limits() if gpu else SM_90
     database = None if args.no_db else TuningDatabase(args.db)
@@ -132,22 +193,27 @@ def run(args: argparse.Namespace) -> int:
 
 
 class _progress:
-    """A rich progress bar: candidates done / pruned / failed and the best so far."""
+    """A rich progress bar on a terminal: candidates done / pruned / failed and the best
+    so far.  When stderr is not a terminal (CI logs, ``| tee``), plain lines instead: one
+    at each phase and one per measured candidate."""
 
-    def __init__(self, quiet: bool):
-        self.quiet = quiet or not sys.stderr.isatty()
+    def __init__(self, quiet: bool, stream=None):
+        self.stream = stream if stream is not None else sys.stderr
+        self.quiet = quiet
+        self.plain = not _isatty(self.stream)
         self._bar = None
         self._task = None
         self._phase = ""
+        self._done = -1
 
     def __enter__(self):
-        if not self.quiet:
+        if not self.quiet and not self.plain:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
                                  MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
-                                 console=Console(stderr=True), transient=False)
+                                 console=Console(file=self.stream), transient=False)
             self._bar.__enter__()
             self._task = self._bar.add_task("compiling", total=None, status="")
         return self
@@ -160,15 +226,33 @@ class _progress:
         status = (f"pruned {p.pruned}  failed {p.failed}  reused {p.reused}  best "
                   + (f"{p.best_ms:.4g} ms" if p.best_ms is not None else "-"))
         if self._bar is None:
-            if p.phase != self._phase and not self.quiet:
-                print(f"{p.phase}: {status}", file=sys.stderr)
-            self._phase = p.phase
+            if not self.quiet:
+                self._plain_line(p, status)
             return
         names = {"compile": "compiling variants", "nvcc": "nvcc + occupancy",
                  "measure": "measuring", "done": "done"}
         total = p.total if p.phase in ("measure", "done") else None
         self._bar.update(self._task, description=names.get(p.phase, p.phase), total=total,
                          completed=p.done, status=status)
+
+    def _plain_line(self, p, status: str) -> None:
+        if p.phase != self._phase:
+            line = f"{p.phase}: {status}"
+            if p.phase in ("measure", "done"):
+                line = f"{p.phase}: {p.done}/{p.total}  {status}"
+        elif p.phase == "measure" and p.done != self._done:
+            line = f"measured {p.done}/{p.total}  {status}"
+        else:
+            return
+        self._phase, self._done = p.phase, p.done
+        print(line, file=self.stream, flush=True)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
 
 
 def _print_table(result, summary) -> None:

@@ -5,7 +5,10 @@
 1. **Space** (:mod:`polygpu.search.space`): the variants of the strategy's space.
 2. **Compile** every variant in parallel processes (isl tiling, memory placement, CUDA
    text, and the fast traffic estimate of :func:`polygpu.memory.traffic.estimated_traffic`);
-   variants that generate identical code are measured once.
+   variants that generate identical code are measured once.  The worker processes are
+   forked from a fresh ``python -m polygpu.search.runner --compile`` child, never spawned
+   from the caller's process, so a plain script without an ``if __name__ ==
+   "__main__":`` guard is not re-run in each worker.
 3. **Prune** (strategy ``model`` only):
 
    * *traffic*: drop structures whose modelled global loads and stores exceed the fewest
@@ -42,10 +45,15 @@ import concurrent.futures
 import math
 import multiprocessing
 import os
+import pickle
 import random
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from pathlib import Path
 
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
@@ -78,6 +86,7 @@ class TuneOptions:
     check_params: Mapping[str, int] | None = None  # reference check sizes (default: derived)
     defines: tuple[str, ...] = ()
     include_dirs: tuple[str, ...] = ()
+    scalars: Mapping[str, float] | None = None  # float scalar parameters (default: random)
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
@@ -251,17 +260,58 @@ def _compile_all(spec, function, options: TuneOptions, variants: Sequence[Varian
     checks = [_check_params(options, params, v) for v in variants]
     args = (spec, function, tuple(options.defines), tuple(options.include_dirs))
     workers = max(1, min(options.jobs or os.cpu_count() or 1, len(texts)))
+    tasks = [(*args, t, dict(params), c) for t, c in zip(texts, checks, strict=True)]
     if workers > 1 and len(texts) >= 8:
-        ctx = multiprocessing.get_context("spawn")
+        results = _compile_in_child(tasks, workers)
+        if results is not None:
+            return results
+    return [_compile_one(*task) for task in tasks]
+
+
+def _compile_in_child(tasks: list[tuple], workers: int) -> list[dict] | None:
+    """``tasks`` compiled by :func:`compile_worker` in a fresh ``python -m
+    polygpu.search.runner --compile DIR`` (its own ``__main__``, so the caller's script is
+    never imported again, and nothing it prints or raises reaches the caller's output);
+    None if that child failed (the caller then compiles in-process)."""
+    from polygpu.search.runner import _ROOT
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
+    with tempfile.TemporaryDirectory(prefix="polygpu-compile-") as tmp:
+        directory = Path(tmp)
+        (directory / "tasks.pkl").write_bytes(pickle.dumps({"tasks": tasks,
+                                                            "workers": workers}))
         try:
-            with concurrent.futures.ProcessPoolExecutor(max_workers=workers,
-                                                        mp_context=ctx) as pool:
-                futures = [pool.submit(_compile_one, *args, t, dict(params), c)
-                           for t, c in zip(texts, checks, strict=True)]
-                return [f.result() for f in futures]
-        except concurrent.futures.process.BrokenProcessPool:
-            pass  # e.g. a __main__ that cannot be re-imported: compile here instead
-    return [_compile_one(*args, t, dict(params), c) for t, c in zip(texts, checks, strict=True)]
+            subprocess.run([sys.executable, "-m", "polygpu.search.runner", "--compile",
+                            str(directory)], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                           check=False)
+            results = pickle.loads((directory / "results.pkl").read_bytes())
+        except Exception:  # no result (a crash, a kill): compile here instead
+            return None
+    return results if isinstance(results, list) and len(results) == len(tasks) else None
+
+
+def compile_worker(directory: Path) -> int:
+    """The body of ``python -m polygpu.search.runner --compile DIR``: the tasks of
+    ``DIR/tasks.pkl`` through :func:`_compile_one` on a pool of processes (forked from
+    this fresh interpreter, after preparing the region once), results to
+    ``DIR/results.pkl``."""
+    data = pickle.loads((directory / "tasks.pkl").read_bytes())
+    tasks, workers = data["tasks"], data["workers"]
+    if tasks:
+        try:  # once here, inherited by every forked worker
+            _prepared(*tasks[0][:4])
+        except Exception:  # each task reports its own error
+            pass
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with concurrent.futures.ProcessPoolExecutor(
+            max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+        results = list(pool.map(_compile_one, *zip(*tasks, strict=True)))
+    tmp = directory / "results.pkl.tmp"
+    tmp.write_bytes(pickle.dumps(results))
+    os.replace(tmp, directory / "results.pkl")
+    return 0
 
 
 # ------------------------------------------------------------------------------- prune
@@ -569,7 +619,7 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
                                                                       c.variant),
                       defines=tuple(options.defines),
                       include_dirs=tuple(options.include_dirs), cubin=cubins.get(c.key),
-                      arch=arch, seed=options.seed)
+                      arch=arch, seed=options.seed, scalars=dict(options.scalars or {}))
             m = runner.measure(job)
             timed += 1
             if database is not None:

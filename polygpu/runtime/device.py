@@ -1,0 +1,586 @@
+"""The device layer: the one place where a KernelProgram meets concrete arguments and runs.
+
+Every runner of generated code goes through it -- ``check_program`` (the reference
+check), the tuner's child (:mod:`polygpu.search.runner`), the Python API
+(:class:`polygpu.api.Kernel`) and the thin wrappers of :mod:`polygpu.runtime.cpu` and
+:mod:`polygpu.runtime.gpu` -- so what the API runs is exactly what ``check`` verified:
+the same argument binding, the same host steps, the same grids, the same ``__constant__``
+copies and shared-memory opt-in, the same refusals.
+
+A :class:`Device` (:class:`CpuEmulator` or :class:`GpuDevice`) does, for one call:
+
+1. **bind** the arguments (:func:`polygpu.runtime.arguments.bind`): scalars converted,
+   NumPy arrays of exactly the argument's dtype and size, on the GPU also device arrays
+   (``__cuda_array_interface__``: PyCUDA ``GPUArray``, CuPy, PyTorch CUDA tensors);
+   array arguments that overlap in memory are refused unless neither is written;
+2. **plan** the launches (:func:`launch_plan`): the parameter values (a specialized
+   program refuses others), every host step of ``program.steps`` in order, each launch's
+   grid evaluated (:mod:`polygpu.runtime.grid`) and checked against CUDA's limits;
+3. **run** the plan: the emulator through its compiled ``polygpu_run`` with the plan's
+   step list; the GPU by allocating and copying NumPy arrays (after checking free device
+   memory), copying ``__constant__`` arrays, opting kernels into more than 48 KiB of
+   dynamic shared memory, launching every step, synchronising and copying back the
+   arrays the region writes;
+4. **time** runs (:meth:`Device.time`): several argument sets used in turn (the tuner's
+   L2 rotation); CUDA events on the GPU, the wall clock on the emulator.
+
+:class:`GpuDevice` takes a device index and uses that device's *primary* context
+(``pycuda.driver.Device(i).retain_primary_context()``), the one CuPy and PyTorch
+allocate in, so their pointers are valid in polygpu's launches.  The context is pushed
+around each operation and popped after, so several devices can be used from one
+process.  ``driver`` and ``compiler`` may be given to test the launch logic without a
+GPU (``tests/test_device.py`` does, with a fake driver that records launches).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import statistics
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from polygpu.codegen.program import KernelProgram
+from polygpu.errors import PolygpuError
+from polygpu.runtime import grid
+from polygpu.runtime.arguments import Bound, DeviceArray, bind, check_aliasing
+from polygpu.runtime.compiler import CompileError
+
+__all__ = [
+    "CpuEmulator", "Device", "GpuCall", "GpuDevice", "GpuUnavailableError", "Step",
+    "device_source", "get_device", "launch_plan", "nvcc_options",
+]
+
+DEFAULT_SHARED_LIMIT = 48 * 1024  # more dynamic shared memory must be opted into
+_KERNEL = re.compile(r'(?<!extern "C" )\b__global__\b')
+
+
+class GpuUnavailableError(PolygpuError):
+    """PyCUDA is not installed, or no CUDA device can be used."""
+
+
+def device_source(program: KernelProgram | str) -> str:
+    """The text handed to nvcc: the program with C linkage for its kernels (idempotent)."""
+    text = program.source if isinstance(program, KernelProgram) else program
+    return _KERNEL.sub('extern "C" __global__', text)
+
+
+def nvcc_options() -> tuple[str, ...]:
+    """Extra nvcc options from ``POLYGPU_NVCC_OPTIONS`` (space-separated), e.g.
+    ``-Xptxas -dlcm=cg`` to keep global loads out of L1."""
+    return tuple(os.environ.get("POLYGPU_NVCC_OPTIONS", "").split())
+
+
+# --------------------------------------------------------------------------------------
+# The plan
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One launch to run: its index in ``program.launches``, the evaluated grid, and the
+    host iterators' values (the kernels' trailing ``int`` arguments)."""
+
+    index: int
+    kernel: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    host: tuple[int, ...] = ()
+
+
+def launch_plan(program: KernelProgram, values: Mapping[str, object]) -> tuple[Step, ...]:
+    """Every launch ``program`` makes on ``values``, in order (host steps included), with
+    its grid evaluated and checked; a specialized program refuses other parameters
+    (:class:`~polygpu.codegen.program.SpecializationError`)."""
+    params = program.parameter_values(values)
+    plan = []
+    for k, host in program.steps(values):
+        launch = program.launches[k]
+        names = program.grid_values(params, host)
+        dims = tuple(grid.evaluate(e, names) for e in launch.grid)
+        grid.check_launch(launch.kernel, dims, launch.block)
+        plan.append(Step(k, launch.kernel, dims, tuple(launch.block), launch.shared_bytes,
+                         tuple(int(h) for h in host)))
+    return tuple(plan)
+
+
+# --------------------------------------------------------------------------------------
+# The interface
+# --------------------------------------------------------------------------------------
+
+
+class Device(Protocol):
+    """Where programs run.  ``kind`` is "cpu" or "gpu"; ``name`` describes the device."""
+
+    kind: str
+    name: str
+
+    def load(self, program: KernelProgram) -> object:
+        """Compile ``program`` for this device now (cached), so errors surface early."""
+
+    def run(self, program: KernelProgram, values: Mapping[str, object], *,
+            written: Collection[str] | None = None) -> None:
+        """Run every launch of ``program`` on ``values`` (name -> scalar or array);
+        arrays are updated in place.  ``written``: the arrays the region writes (None:
+        any may be written), the only ones copied back and the ones aliasing refuses."""
+
+    def time(self, program: KernelProgram, value_sets: Sequence[Mapping[str, object]],
+             repeats: int, warmup: int) -> list[float]:
+        """Milliseconds of ``repeats`` runs after ``warmup`` untimed ones, run ``r`` on
+        ``value_sets[r % len(value_sets)]``."""
+
+
+def _bind(device_kind: str, program: KernelProgram, values: Mapping[str, object],
+          written: Collection[str] | None) -> tuple[tuple[Bound, ...], tuple[Step, ...]]:
+    bound = bind(program, values, device_arrays=device_kind == "gpu")
+    check_aliasing(program.function, bound, written)
+    return bound, launch_plan(program, values)
+
+
+# --------------------------------------------------------------------------------------
+# The CPU emulator
+# --------------------------------------------------------------------------------------
+
+
+class CpuEmulator:
+    """The CUDA emulator of :mod:`polygpu.runtime.cpu` (blocks in turn, threads as
+    ``std::thread``\\ s): correct, slow, no GPU needed."""
+
+    kind = "cpu"
+    name = "cpu-emulator"
+
+    def __init__(self) -> None:
+        self._compiled: dict[KernelProgram, Any] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return "CpuEmulator()"
+
+    def load(self, program: KernelProgram):
+        from polygpu.runtime import cpu
+
+        with self._lock:
+            compiled = self._compiled.get(program)
+        if compiled is None:
+            compiled = cpu.compile_program(program)
+            with self._lock:
+                self._compiled[program] = compiled
+        return compiled
+
+    def run(self, program: KernelProgram, values: Mapping[str, object], *,
+            written: Collection[str] | None = None) -> None:
+        compiled = self.load(program)  # a compile error first, whatever the values
+        _, plan = _bind(self.kind, program, values, written)
+        compiled.run(values, steps=[(s.index, s.host) for s in plan])
+
+    def time(self, program: KernelProgram, value_sets: Sequence[Mapping[str, object]],
+             repeats: int, warmup: int) -> list[float]:
+        compiled = self.load(program)
+        steps = []
+        for values in value_sets:
+            _, plan = _bind(self.kind, program, values, None)
+            steps.append([(s.index, s.host) for s in plan])
+        k = len(value_sets)
+        for r in range(warmup):
+            compiled.run(value_sets[r % k], steps=steps[r % k])
+        times = []
+        for r in range(warmup, warmup + repeats):
+            t0 = time.perf_counter()
+            compiled.run(value_sets[r % k], steps=steps[r % k])
+            times.append((time.perf_counter() - t0) * 1e3)
+        return times
+
+
+# --------------------------------------------------------------------------------------
+# The GPU
+# --------------------------------------------------------------------------------------
+
+
+def _import_pycuda():
+    try:
+        import pycuda.driver as cuda
+    except ImportError as e:
+        raise GpuUnavailableError(
+            "the gpu backend needs PyCUDA: pip install 'polygpu[cuda]' (or pycuda)"
+        ) from e
+    return cuda
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.3g} GB"
+
+
+@dataclass
+class _Loaded:
+    """A program's module on one device, and its kernels prepared for launching."""
+
+    module: object
+    functions: list  # per launch of the program
+
+
+class GpuDevice:
+    """CUDA device ``index`` through PyCUDA, in its primary context (see the module
+    docstring).  ``driver``: a ``pycuda.driver``-like module (default: PyCUDA's);
+    ``compiler``: ``(source, arch, options) -> module`` (default: PyCUDA's
+    ``SourceModule``)."""
+
+    kind = "gpu"
+
+    def __init__(self, index: int = 0, *, driver=None,
+                 compiler: Callable[[str, str, tuple[str, ...]], object] | None = None):
+        if not isinstance(index, int) or index < 0:
+            raise PolygpuError(f"GPU device index {index!r}: a non-negative integer")
+        self.index = index
+        self._driver = driver
+        self._compiler = compiler
+        self._cuda = None
+        self._device = None
+        self._context = None
+        self._modules: dict[tuple[str, tuple[str, ...]], object] = {}
+        self._loaded: dict[KernelProgram, _Loaded] = {}
+        self._lock = threading.RLock()
+        self._depth = threading.local()
+
+    def __repr__(self) -> str:
+        return f"GpuDevice({self.index})"
+
+    # -- the context ------------------------------------------------------------------
+
+    def open(self):
+        """The driver module, after retaining this device's primary context (once);
+        :class:`GpuUnavailableError` with the reason when it cannot be used."""
+        with self._lock:
+            if self._context is None:
+                cuda = self._driver if self._driver is not None else _import_pycuda()
+                try:
+                    cuda.init()
+                    count = cuda.Device.count()
+                    if self.index >= count:
+                        raise GpuUnavailableError(
+                            f"no CUDA device {self.index}: this machine has {count}")
+                    device = cuda.Device(self.index)
+                    context = device.retain_primary_context()
+                except GpuUnavailableError:
+                    raise
+                except Exception as e:  # pycuda raises its own types for every failure
+                    raise GpuUnavailableError(f"no usable CUDA device: {e}") from e
+                self._cuda, self._device, self._context = cuda, device, context
+            return self._cuda
+
+    def available(self) -> bool:
+        try:
+            self.open()
+        except GpuUnavailableError:
+            return False
+        return True
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[Any]:
+        """This device's primary context made current for the block (re-entrant); yields
+        the driver module."""
+        cuda = self.open()
+        depth = getattr(self._depth, "n", 0)
+        if depth == 0:
+            self._context.push()
+        self._depth.n = depth + 1
+        try:
+            yield cuda
+        finally:
+            self._depth.n = depth
+            if depth == 0:
+                cuda.Context.pop()
+
+    @property
+    def name(self) -> str:
+        self.open()
+        return self._device.name()
+
+    def compute_capability(self) -> tuple[int, int]:
+        self.open()
+        return tuple(self._device.compute_capability())
+
+    def attribute(self, name: str) -> int:
+        """A ``pycuda.driver.device_attribute`` of the device, by name."""
+        cuda = self.open()
+        return self._device.get_attribute(getattr(cuda.device_attribute, name))
+
+    def synchronize(self) -> None:
+        with self.active() as cuda:
+            cuda.Context.synchronize()
+
+    # -- code -------------------------------------------------------------------------
+
+    def module(self, program: KernelProgram):
+        """The compiled module of ``program`` (nvcc for this device's architecture, once
+        per source and ``POLYGPU_NVCC_OPTIONS``), or the one :meth:`use_module` set."""
+        source, options = device_source(program), nvcc_options()
+        with self._lock:
+            found = self._modules.get((source, options))
+            if found is not None:
+                return found
+            with self.active() as cuda:
+                major, minor = self.compute_capability()
+                arch = f"sm_{major}{minor}"
+                if self._compiler is not None:
+                    module = self._compiler(source, arch, options)
+                else:
+                    from pycuda.compiler import SourceModule
+
+                    try:
+                        module = SourceModule(source, no_extern_c=True, arch=arch,
+                                              options=["-std=c++17", *options])
+                    except cuda.CompileError as e:
+                        raise CompileError(f"nvcc cannot compile the program:\n{e}") from e
+            self._modules[(source, options)] = module
+            return module
+
+    def load_binary(self, binary: bytes):
+        """A module from a cubin (what ``runner.compile_cubins`` made)."""
+        with self.active() as cuda:
+            return cuda.module_from_buffer(binary)
+
+    def use_module(self, program: KernelProgram, module) -> None:
+        """Launch ``module`` for ``program`` from now on (the tuner's child runs the exact
+        binary it checks and times)."""
+        with self._lock:
+            self._modules[(device_source(program), nvcc_options())] = module
+            self._loaded.pop(program, None)
+
+    def load(self, program: KernelProgram) -> _Loaded:
+        """The module and prepared kernels of ``program``: arrays as pointers, scalars in
+        their dtype, host iterators as ``int``; kernels needing more than 48 KiB of dynamic
+        shared memory opted in (and refused if the device cannot give it)."""
+        with self._lock:
+            loaded = self._loaded.get(program)
+            if loaded is not None:
+                return loaded
+            module = self.module(program)
+            types = ["P" if a.kind == "array" else np.dtype(a.dtype)
+                     for a in program.arguments] + ["i"] * len(program.host_iterators)
+            shared: dict[str, int] = {}
+            for launch in program.launches:
+                shared[launch.kernel] = max(shared.get(launch.kernel, 0), launch.shared_bytes)
+            with self.active() as cuda:
+                limit = None
+                functions, by_kernel = [], {}
+                for launch in program.launches:
+                    func = by_kernel.get(launch.kernel)
+                    if func is None:
+                        func = module.get_function(launch.kernel)
+                        func.prepare(types)
+                        need = shared[launch.kernel]
+                        if need > DEFAULT_SHARED_LIMIT:
+                            if limit is None:
+                                limit = self.attribute("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+                            if need > limit:
+                                raise grid.LaunchError(
+                                    f"launch of {launch.kernel}: {need} bytes of dynamic shared "
+                                    f"memory, the device allows {limit}")
+                            func.set_attribute(
+                                cuda.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, need)
+                        by_kernel[launch.kernel] = func
+                    functions.append(func)
+            loaded = _Loaded(module, functions)
+            self._loaded[program] = loaded
+            return loaded
+
+    # -- calls ------------------------------------------------------------------------
+
+    def prepare(self, program: KernelProgram, values: Mapping[str, object], *,
+                written: Collection[str] | None = None) -> GpuCall:
+        """Bind and plan, allocate and copy the NumPy arrays, copy the ``__constant__``
+        arrays: a call ready to launch (several times).  Free it with ``close()``."""
+        loaded = self.load(program)  # a compile error first, whatever the values
+        bound, plan = _bind(self.kind, program, values, written)
+        buffers: dict[str, object] = {}
+        with self.active() as cuda:
+            need = sum(b.value.nbytes for b in bound if isinstance(b.value, np.ndarray))
+            if need:
+                free, _total = cuda.mem_get_info()
+                if need > free:
+                    raise PolygpuError(
+                        f"{program.function}: needs {_gb(need)} on the GPU for its arrays, "
+                        f"{_gb(free)} free (device {self.index})")
+            call = GpuCall(self, program, bound, plan, buffers, [], written)
+            try:
+                pointers, sizes = {}, {}
+                for b in bound:
+                    if b.argument.kind != "array":
+                        continue
+                    name, v = b.argument.name, b.value
+                    if isinstance(v, np.ndarray):
+                        buffers[name] = cuda.mem_alloc(max(v.nbytes, 1))
+                        cuda.memcpy_htod(buffers[name], v)
+                        pointers[name], sizes[name] = int(buffers[name]), v.nbytes
+                    else:
+                        assert isinstance(v, DeviceArray)
+                        pointers[name], sizes[name] = v.pointer, v.nbytes
+                # read-only arrays the kernels read from __constant__ memory
+                for name in program.constants:
+                    symbol, size = loaded.module.get_global(f"{name}_const")
+                    cuda.memcpy_dtod(symbol, pointers[name], min(size, sizes[name]))
+                args = [pointers[b.argument.name] if b.argument.kind == "array" else b.value
+                        for b in bound]
+                call.launches = [
+                    (loaded.functions[s.index], s.grid, s.block, s.shared_bytes,
+                     args + [np.int32(h) for h in s.host])
+                    for s in plan]
+            except BaseException:
+                call.close()
+                raise
+        return call
+
+    def run(self, program: KernelProgram, values: Mapping[str, object], *,
+            written: Collection[str] | None = None) -> None:
+        """Synchronise (after whatever the caller queued), copy in, launch every step,
+        synchronise, copy back the written arrays, free."""
+        with self.active() as cuda:
+            cuda.Context.synchronize()
+            call = self.prepare(program, values, written=written)
+            try:
+                call.launch_all()
+                cuda.Context.synchronize()
+                call.copy_back()
+            finally:
+                call.close()
+
+    def time_calls(self, calls: Sequence[GpuCall], repeats: int, warmup: int) -> list[float]:
+        """CUDA events around each run's launches (not the copies), run ``r`` on
+        ``calls[r % len(calls)]``."""
+        k = len(calls)
+        with self.active() as cuda:
+            for r in range(warmup):
+                calls[r % k].launch_all()
+            cuda.Context.synchronize()
+            start, end = cuda.Event(), cuda.Event()
+            times = []
+            for r in range(warmup, warmup + repeats):
+                start.record()
+                calls[r % k].launch_all()
+                end.record()
+                end.synchronize()
+                times.append(end.time_since(start))
+        return times
+
+    def time(self, program: KernelProgram, value_sets: Sequence[Mapping[str, object]],
+             repeats: int, warmup: int) -> list[float]:
+        """As :meth:`time_calls` on freshly prepared ``value_sets``; every NumPy array is
+        left as the last run on it made it."""
+        calls: list[GpuCall] = []
+        try:
+            for values in value_sets:
+                calls.append(self.prepare(program, values))
+            times = self.time_calls(calls, repeats, warmup)
+            for call in calls:
+                call.copy_back()
+            return times
+        finally:
+            for call in calls:
+                call.close()
+
+    def time_by_kernel(self, program: KernelProgram, values: Mapping[str, object],
+                       repeats: int = 5, warmup: int = 1) -> dict[str, float]:
+        """Per kernel, the milliseconds of all its launches in one run (events around
+        each launch; median over ``repeats``)."""
+        call = self.prepare(program, values)
+        try:
+            with self.active() as cuda:
+                for _ in range(warmup):
+                    call.launch_all()
+                cuda.Context.synchronize()
+                events = [(cuda.Event(), cuda.Event()) for _ in call.launches]
+                runs = []
+                for _ in range(repeats):
+                    for (func, g, block, shared, args), (start, end) in zip(
+                            call.launches, events, strict=True):
+                        start.record()
+                        func.prepared_async_call(g, block, None, *args, shared_size=shared)
+                        end.record()
+                    cuda.Context.synchronize()
+                    totals = [0.0] * len(program.launches)
+                    for step, (start, end) in zip(call.plan, events, strict=True):
+                        totals[step.index] += end.time_since(start)
+                    runs.append(totals)
+                call.copy_back()
+        finally:
+            call.close()
+        return {launch.kernel: statistics.median(r[k] for r in runs)
+                for k, launch in enumerate(program.launches)}
+
+
+class GpuCall:
+    """One prepared call on a :class:`GpuDevice`: device buffers of the NumPy arrays,
+    and per step (function, grid, block, shared bytes, arguments)."""
+
+    def __init__(self, device: GpuDevice, program: KernelProgram, bound, plan, buffers,
+                 launches, written):
+        self.device = device
+        self.program = program
+        self.bound = bound
+        self.plan = plan
+        self.buffers = buffers
+        self.launches = launches
+        self.written = written
+
+    def launch_all(self, stream=None) -> None:
+        with self.device.active():
+            for func, g, block, shared, args in self.launches:
+                func.prepared_async_call(g, block, stream, *args, shared_size=shared)
+
+    def copy_back(self) -> None:
+        """Copy the written NumPy arrays back (all of them when ``written`` is None)."""
+        with self.device.active() as cuda:
+            for b in self.bound:
+                name = b.argument.name
+                if name in self.buffers and (self.written is None or name in self.written):
+                    cuda.memcpy_dtoh(b.value, self.buffers[name])
+
+    def close(self) -> None:
+        if not self.buffers:
+            return
+        with self.device.active():
+            for buffer in self.buffers.values():
+                buffer.free()
+        self.buffers = {}
+
+
+# --------------------------------------------------------------------------------------
+# Choosing a device
+# --------------------------------------------------------------------------------------
+
+_DEVICES: dict[str, Device] = {}
+_DEVICES_LOCK = threading.Lock()
+
+
+def get_device(backend: str | Device = "cpu", index: int | None = None) -> Device:
+    """The shared device for ``backend``: "cpu", "gpu" (device ``index``, default 0),
+    "gpu:N", or a :class:`Device` (returned as is).  One object per device in the
+    process, so compiled code is cached once."""
+    if not isinstance(backend, str):
+        if callable(getattr(backend, "run", None)) and \
+                getattr(backend, "kind", None) in ("cpu", "gpu"):
+            return backend
+        raise PolygpuError(f"backend {backend!r}: 'cpu', 'gpu', 'gpu:N' or a Device")
+    kind, _, number = backend.partition(":")
+    if kind == "gpu" and number:
+        if not number.isdigit():
+            raise PolygpuError(f"backend {backend!r}: 'gpu:N' with N a device index")
+        if index is not None and index != int(number):
+            raise PolygpuError(f"backend {backend!r} but device index {index}")
+        index = int(number)
+    elif kind not in ("cpu", "gpu") or number:
+        raise PolygpuError(f"unknown backend {backend!r} (cpu, gpu or gpu:N)")
+    key = "cpu" if kind == "cpu" else f"gpu:{index or 0}"
+    with _DEVICES_LOCK:
+        device = _DEVICES.get(key)
+        if device is None:
+            device = CpuEmulator() if kind == "cpu" else GpuDevice(index or 0)
+            _DEVICES[key] = device
+    return device
