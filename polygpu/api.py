@@ -5,7 +5,9 @@ placement, CUDA generation) for one variant and compiles the result for a backen
 returned kernel is then called like the original function, with the same arguments in
 the same order (or by name), and modifies its array arguments in place as the loop nest
 would.  The generated code does not depend on the sizes (grids are expressions of the
-integer parameters), so one kernel serves every size the region's assumptions allow.
+integer parameters), so one kernel serves every size the region's assumptions allow;
+at sizes its 32-bit offsets or its unfolded grid cannot reach, a call compiles the same
+variant for its sizes once (64-bit indices, blocks folded onto grid x) and runs that.
 
 Which variant: the one given; else, with ``tune=True``, the best one a search measures
 (:func:`polygpu.search.tuner.tune`); else the fastest one the tuning database holds for
@@ -56,15 +58,16 @@ from typing import Any
 
 import numpy as np
 
-from polygpu.codegen.program import KernelProgram, Launch
+from polygpu.codegen.program import IndexWidthError, KernelProgram, Launch
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir, load
 from polygpu.model.bounds import require_in_bounds
-from polygpu.pipeline import Compiled, compile_variant, prepare
+from polygpu.pipeline import Compiled, Prepared, compile_variant, prepare
 from polygpu.runtime import inputs
 from polygpu.runtime.arguments import DeviceArray, device_array
-from polygpu.runtime.device import Device, GpuUnavailableError, get_device
+from polygpu.runtime.device import Device, GpuUnavailableError, get_device, launch_plan
 from polygpu.runtime.footprint import at_parameters
+from polygpu.runtime.grid import GridLimitError
 from polygpu.schedule.tiling import Variant
 from polygpu.search.measurement import Environment, Measurement, canonical, source_hash
 
@@ -343,6 +346,7 @@ class Kernel:
         scop = compiled.analysis.scop
         self._scop = scop
         self._in_bounds: set[tuple] = set()  # parameter values already proven in bounds
+        self._twins: list[KernelProgram] = []  # compiled for sizes the program can't reach
         self._context = scop.context
         writes = scop.access_map("write").range().get_set_list()
         # arrays the region writes: only these are copied back from the device
@@ -413,7 +417,28 @@ class Kernel:
                     f"(backend 'cpu'{self._cpu_reason and ': ' + self._cpu_reason}); pass a "
                     "NumPy array")
         self._require_in_bounds(ints)
-        self.device.run(self.program, scalars | arrays, written=self.written)
+        program = self._program_for(ints)
+        self.device.run(program, scalars | arrays, written=self.written)
+
+    def _program_for(self, ints: Mapping[str, int]) -> KernelProgram:
+        """The program to run at these sizes: the compiled one, or -- where its 32-bit
+        offsets or its grid cannot reach them (it was compiled without sizes, or for
+        smaller ones) -- the same variant compiled for these sizes, with 64-bit indices
+        and blocks folded onto grid x as needed (the same pipeline, proven legal the
+        same way), made once and kept for later calls."""
+        for program in (self.program, *self._twins):
+            try:
+                launch_plan(program, ints)
+            except (IndexWidthError, GridLimitError):
+                continue
+            return program
+        compiled = self.compiled
+        prepared = Prepared(compiled.spec, compiled.analysis, compiled.candidates)
+        twin = compile_variant(prepared, compiled.variant, dict(ints)).program
+        launch_plan(twin, ints)  # what the twin cannot do either is the user's to hear
+        self.device.load(twin)
+        self._twins.append(twin)
+        return twin
 
     def _require_in_bounds(self, ints: Mapping[str, int]) -> None:
         """Refuse sizes at which an access leaves its array (the model's exact check,

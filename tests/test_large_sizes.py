@@ -14,6 +14,7 @@ from polygpu.codegen.program import IndexWidthError
 from polygpu.pipeline import compile_region
 from polygpu.runtime import cpu, grid
 from polygpu.runtime.check import check_program
+from polygpu.runtime.device import launch_plan
 from polygpu.schedule.tiling import Variant
 
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
@@ -48,10 +49,12 @@ BATCH_VARIANT = {"tile": [1, 4, 4], "threads": [1, 4, 4], "time_tile": 0}
 BIG = {"m": 3, "n": 1_100_000_000, "k": 4}
 
 
-def _compile(tmp_path, text, name, variant, params=None):
+def _compile(tmp_path, text, name, variant, params=None, specialize=None):
     src = tmp_path / f"{name}.c"
     src.write_text(text)
-    v = Variant.from_json({**variant, "specialize": params is not None})
+    if specialize is None:
+        specialize = params is not None
+    v = Variant.from_json({**variant, "specialize": specialize})
     return compile_region(str(src), variant=v, params=params)
 
 
@@ -115,9 +118,17 @@ def test_emulator_offsets_past_2_31_are_right(tmp_path):
 
 
 def test_batched_grid_beyond_65535_blocks_is_folded(tmp_path):
-    c = _compile(tmp_path, BATCH, "batch", BATCH_VARIANT)
-    (launch,) = c.program.launches
+    # compiled without sizes: unfolded (folding costs registers), and refused at launch
+    # beyond CUDA's limits with a sentence saying how to fold
+    plain = _compile(tmp_path, BATCH, "batch", BATCH_VARIANT)
+    assert "pg_block" not in plain.program.source
+    with pytest.raises(grid.GridLimitError, match="compile the program for these sizes"):
+        launch_plan(plain.program, {"nb": 200_000})
+    # compiled for 200000 elements (not specialized): folded, valid at any size
     nb = 200_000
+    c = _compile(tmp_path, BATCH, "batch", BATCH_VARIANT, {"nb": nb}, specialize=False)
+    assert not c.program.specialized
+    (launch,) = c.program.launches
     dims = tuple(grid.evaluate(e, {"nb": nb}) for e in launch.grid)
     assert dims == (nb, 1, 1)  # one block per element of the batch, all on x
     grid.check_launch(launch.kernel, dims, launch.block)

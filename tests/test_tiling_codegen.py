@@ -129,10 +129,12 @@ def test_emitted_cuda_compiles_without_warnings(tmp_path, variant):
 
 
 def test_folded_grid_launches_more_than_65535_blocks_on_x():
-    """Issue 17 (3): a y block count that can pass 65535 is folded onto grid x."""
+    """Issue 17 (3): a y block count that passes 65535 at the sizes compiled for is
+    folded onto grid x."""
     from polygpu.pipeline import compile_region
     from polygpu.runtime import grid as rgrid
-    c = compile_region(str(KERNELS / "mm.c"), variant=Variant(tile=(16, 16), threads=(16, 16)))
+    c = compile_region(str(KERNELS / "mm.c"), variant=Variant(tile=(16, 16), threads=(16, 16)),
+                       params={"n": 16 * 70000})  # parametric, compiled for these sizes
     (launch,) = c.program.launches
     dims = tuple(rgrid.evaluate(e, {"n": 16 * 70000}) for e in launch.grid)
     assert dims == (2**31 - 1, -(-70000**2 // (2**31 - 1)), 1)  # 4.9e9 blocks

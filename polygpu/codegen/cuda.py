@@ -226,6 +226,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         {p: int(sizes[p]) for p in scop.parameters} if sizes and all(
             p in sizes for p in scop.parameters) else None)
     index64 = at is not None and violated(bounds, at) is not None
+    fold_context = scop.context if at is None else _fix_parameters(scop.context, at)
     itype = INDEX64 if index64 else "int"
     if index64:
         parts.append(INDEX64_HELPERS)
@@ -255,10 +256,15 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         step_values = None if values is None or any(
             _involves(e, scop.host) for e in kernel.extent) else values
         # (32-bit index arithmetic bounds SLACK * tile * blocks along x by 2^31 - 1,
-        # at launch for a program that is not specialized: x never needs folding then)
-        fold = any(may_exceed(e, t, scop.context, AXIS_LIMITS[k], step_values)
-                   for k, (e, t) in enumerate(zip(kernel.extent, kernel.tile, strict=True))
-                   if k > 0 or index64)
+        # at launch for a program that is not specialized: x never needs folding then).
+        # Folding costs registers (mm's 64x64 register tile: 79 -> 112, 1.6x the time),
+        # so it is decided at known sizes only: a specialized program's, or the sizes a
+        # parametric one is compiled for; a parametric program launched beyond CUDA's
+        # limits is refused at launch (runtime/grid.check_launch says how to fold).
+        fold = at is not None and any(
+            may_exceed(e, t, fold_context, AXIS_LIMITS[k], step_values)
+            for k, (e, t) in enumerate(zip(kernel.extent, kernel.tile, strict=True))
+            if k > 0 or index64)
         if fold:
             body = _folded_ids(kernel, grid, itype)
         else:
@@ -354,6 +360,14 @@ def _folded_ids(kernel: TiledKernel, grid: list[str], itype: str) -> list:
         lines.append(cgen.Line(f"const {itype} {b} = ({itype})({value});"))
         divisor = f"{divisor} / pg_blocks{k}"
     return lines
+
+
+def _fix_parameters(context: isl.Set, values: Mapping[str, int]) -> isl.Set:
+    for name, value in values.items():
+        k = context.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            context = context.fix_val(isl.dim_type.param, k, isl.Val(value))
+    return context
 
 
 def _total_fits(kernel: TiledKernel, values) -> bool:

@@ -29,10 +29,22 @@ class LaunchError(RuntimeError):
     """A launch configuration CUDA would refuse (empty or oversized grid or block)."""
 
 
+class GridLimitError(PolygpuError, LaunchError):
+    """A parametric program launched at sizes whose block counts pass CUDA's grid
+    limits: the user's sizes, not a bug -- compiled for those sizes, the program
+    folds its blocks onto grid x (``codegen/cuda.py``)."""
+
+
 def check_launch(kernel: str, grid: tuple[int, ...], block: tuple[int, ...]) -> None:
     """Refuse what CUDA refuses, with the same limits the CPU emulator applies."""
     gx, gy, gz = grid
     bx, by, bz = block
+    if min(gx, gy, gz) >= 1 and (gx > 2**31 - 1 or gy > 65535 or gz > 65535):
+        raise GridLimitError(
+            f"launch of {kernel}: {gx} x {gy} x {gz} blocks, beyond CUDA's 2147483647 x "
+            "65535 x 65535: compile the program for these sizes (-p with compile/check/"
+            "tune, params= with polygpu.optimize) and polygpu folds its blocks onto grid x"
+        )
     if not (1 <= gx <= 2**31 - 1 and 1 <= gy <= 65535 and 1 <= gz <= 65535):
         raise LaunchError(
             f"launch of {kernel}: grid expressions evaluate to {gx} x {gy} x {gz} (CUDA allows "
