@@ -338,3 +338,15 @@ def test_other_mistakes_are_one_clean_line(tmp_path, args, message):
 ])
 def test_other_usage_errors(tmp_path, args):
     usage_error(polygpu(*[str(tmp_path / "out") if a == "OUT" else a for a in args]))
+
+
+def test_tune_refuses_sizes_at_which_an_access_leaves_its_array(tmp_path):
+    # once, before any candidate is compiled (each would fail its check otherwise)
+    src = tmp_path / "ten.c"
+    src.write_text("void ten(int n, float a[10], float b[n])\n{\n#pragma scop\n"
+                   "  for (int i = 0; i < n; i++)\n    b[i] = 2 * a[i];\n#pragma endscop\n}\n")
+    out = tmp_path / "out"
+    line = one_clean_line(polygpu("tune", str(src), "-p", "n=11", "--backend", "cpu",
+                                  "--no-db", "-o", str(out)))
+    assert line.startswith(f"{src}:5: a[i] reads outside array 'a'") and "n = 11" in line
+    assert not out.exists()

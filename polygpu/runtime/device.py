@@ -35,6 +35,7 @@ GPU (``tests/test_device.py`` does, with a fake driver that records launches).
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import statistics
@@ -98,10 +99,18 @@ class Step:
 def launch_plan(program: KernelProgram, values: Mapping[str, object]) -> tuple[Step, ...]:
     """Every launch ``program`` makes on ``values``, in order (host steps included), with
     its grid evaluated and checked; a specialized program refuses other parameters
-    (:class:`~polygpu.codegen.program.SpecializationError`)."""
+    (:class:`~polygpu.codegen.program.SpecializationError`), a 32-bit one sizes beyond
+    its index bounds.  Cached per program and sizes: an API kernel called again at the
+    same sizes (a 1000-step stencil: 2000 launches) does not enumerate them again."""
     params = program.parameter_values(values)
+    return _plan(program, tuple(sorted(params.items())))
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(program: KernelProgram, key: tuple[tuple[str, int], ...]) -> tuple[Step, ...]:
+    params = dict(key)
     plan = []
-    for k, host in program.steps(values):
+    for k, host in program.steps(params):
         launch = program.launches[k]
         names = program.grid_values(params, host)
         dims = tuple(grid.evaluate(e, names) for e in launch.grid)

@@ -57,6 +57,7 @@ from pathlib import Path
 
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
+from polygpu.model.bounds import require_in_bounds
 from polygpu.runtime.grid import launch_blocks
 from polygpu.schedule.tiling import Variant
 from polygpu.search.measurement import (
@@ -453,6 +454,11 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
     if missing:
         raise PolygpuError(f"tune needs a value for {', '.join(missing)} "
                            f"(e.g. -p {missing[0]}=4096)", scop.loc)
+    # an access outside its array at these sizes (or the check's) is the user's to hear
+    # once, not every candidate's to fail with
+    require_in_bounds(scop, params)
+    if options.check_params is not None:
+        require_in_bounds(scop, options.check_params)
     limits = limits or SM_90
     arch = arch or limits.arch
     env = runner.environment()
