@@ -76,8 +76,6 @@ __all__ = ["BACKENDS", "ORIGINS", "Kernel", "lookup_environment", "optimize"]
 BACKENDS = ("auto", "gpu", "cpu")
 ORIGINS = ("given", "tuned", "database", "default")
 
-_INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
-
 
 # --------------------------------------------------------------------------------------
 # optimize
@@ -473,11 +471,11 @@ class Kernel:
         scalars, ints = {}, {}
         for p in self._source.params:
             v = values[p.name]
-            if p.dtype in _INT_RANGES:
-                if isinstance(v, bool | np.bool_) or not _is_integer(v):
+            if p.dtype in inputs.INT_RANGES:
+                if isinstance(v, bool | np.bool_) or not inputs.is_integer(v):
                     raise PolygpuError(f"{self.name}(): argument '{p.name}' must be an "
                                        f"integer, got {_describe(v)}")
-                low, high = _INT_RANGES[p.dtype]
+                low, high = inputs.INT_RANGES[p.dtype]
                 if not low <= operator.index(v) <= high:
                     raise PolygpuError(f"{self.name}(): argument '{p.name}' = {v} does not "
                                        f"fit the kernel's {p.dtype}")
@@ -519,14 +517,6 @@ class Kernel:
             raise PolygpuError(f"{where} must be {wanted}: a NumPy array or a device array "
                                f"(__cuda_array_interface__), got {_describe(v)}")
         return device_array(interface, where, dtype, shape, wanted)
-
-
-def _is_integer(v: Any) -> bool:
-    try:
-        operator.index(v)
-    except TypeError:
-        return False
-    return True
 
 
 def _describe(v: Any) -> str:

@@ -41,7 +41,7 @@ from polygpu.codegen.thread_ast import _involves, kernel_ast
 from polygpu.frontend import ir
 from polygpu.memory.placement import STATIC_SHARED_BYTES, MemoryPlan
 from polygpu.model import atomic
-from polygpu.model.scop import Scop
+from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.tiling import AXES, TiledKernel
 
 
@@ -226,7 +226,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         {p: int(sizes[p]) for p in scop.parameters} if sizes and all(
             p in sizes for p in scop.parameters) else None)
     index64 = at is not None and violated(bounds, at) is not None
-    fold_context = scop.context if at is None else _fix_parameters(scop.context, at)
+    fold_context = scop.context if at is None else fix_parameters(scop.context, at)
     itype = INDEX64 if index64 else "int"
     if index64:
         parts.append(INDEX64_HELPERS)
@@ -360,14 +360,6 @@ def _folded_ids(kernel: TiledKernel, grid: list[str], itype: str) -> list:
         lines.append(cgen.Line(f"const {itype} {b} = ({itype})({value});"))
         divisor = f"{divisor} / pg_blocks{k}"
     return lines
-
-
-def _fix_parameters(context: isl.Set, values: Mapping[str, int]) -> isl.Set:
-    for name, value in values.items():
-        k = context.find_dim_by_name(isl.dim_type.param, name)
-        if k >= 0:
-            context = context.fix_val(isl.dim_type.param, k, isl.Val(value))
-    return context
 
 
 def _total_fits(kernel: TiledKernel, values) -> bool:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import islpy as isl
 
 from polygpu.model.dependences import maps_of
+from polygpu.model.scop import fix_parameters
 
 if TYPE_CHECKING:
     from polygpu.model.scop import Scop
@@ -112,12 +113,8 @@ def _term_value(term: str, params: tuple[tuple[str, int], ...]) -> int | None:
     """The maximum of ``term`` at the parameter values (0 where it is undefined, None
     when unbounded)."""
     pa = isl.PwAff(term)
-    fixed = isl.Set.universe(pa.get_space().params())
-    for name, value in params:
-        k = fixed.find_dim_by_name(isl.dim_type.param, name)
-        if k >= 0:
-            fixed = fixed.fix_val(isl.dim_type.param, k, isl.Val(value))
-    pa = pa.intersect_params(fixed)
+    pa = pa.intersect_params(fix_parameters(isl.Set.universe(pa.get_space().params()),
+                                            dict(params)))
     if pa.domain().is_empty():
         return 0
     val = pa.max_val()

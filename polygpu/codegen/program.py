@@ -16,6 +16,7 @@ import islpy as isl
 
 from polygpu.codegen.index_width import INT32_MAX, IndexBound, violated
 from polygpu.errors import PolygpuError
+from polygpu.model.scop import fix_parameters
 
 
 @dataclass(frozen=True)
@@ -113,12 +114,8 @@ class KernelProgram:
 def _host_steps(text: str, params: tuple[tuple[str, int], ...], kernels: tuple[str, ...]
                 ) -> tuple[tuple[int, tuple[int, ...]], ...]:
     steps = isl.UnionSet(text)
-    fixed = isl.Set.universe(steps.get_space().params())
-    for name, value in params:
-        k = fixed.find_dim_by_name(isl.dim_type.param, name)
-        if k >= 0:
-            fixed = fixed.fix_val(isl.dim_type.param, k, isl.Val(value))
-    steps = steps.intersect_params(fixed)
+    steps = steps.intersect_params(
+        fix_parameters(isl.Set.universe(steps.get_space().params()), dict(params)))
     index = {name: k for k, name in enumerate(kernels)}
     points: list[tuple[tuple[int, ...], int]] = []
 

@@ -23,7 +23,7 @@ import islpy as isl
 
 from polygpu.memory.placement import MemoryPlan
 from polygpu.model.dependences import maps_of
-from polygpu.model.scop import Scop
+from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.tiling import TiledKernel
 
 
@@ -38,14 +38,6 @@ class Traffic:
     @property
     def bytes(self) -> int:
         return (self.loads + self.stores) * self.element_size
-
-
-def _fix_params(s: isl.Set, params: dict[str, int]) -> isl.Set:
-    for name, value in params.items():
-        k = s.find_dim_by_name(isl.dim_type.param, name)
-        if k >= 0:
-            s = s.fix_val(isl.dim_type.param, k, isl.Val(value))
-    return s
 
 
 def _count(s: isl.Set) -> int:
@@ -104,7 +96,7 @@ def kernel_traffic(scop: Scop, kernel: TiledKernel, name: str,
     for array, pairs in _array_pairs(scop, kernel, plan):
         # the (tile, element) pairs as one set [tile.., a..], counted
         loads, stores = (
-            _count(_fix_params(pairs[k].wrap().flatten(), params))
+            _count(fix_parameters(pairs[k].wrap().flatten(), params))
             if pairs[k] is not None else 0 for k in ("read", "write"))
         result.append(Traffic(name, array.name, loads, stores, array.element_size))
     return tuple(result)
@@ -147,7 +139,7 @@ def estimated_traffic(scop: Scop, kernel: TiledKernel, name: str,
             if rel is None:
                 counts.append(0)
                 continue
-            context = _fix_params(isl.Set.universe(rel.get_space().params()), params)
+            context = fix_parameters(isl.Set.universe(rel.get_space().params()), params)
             rel = rel.intersect_params(context)
             tiles = rel.domain().coalesce()
             n_tiles = _count(tiles)

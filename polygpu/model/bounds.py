@@ -42,7 +42,7 @@ from functools import partial
 import islpy as isl
 
 from polygpu.errors import PolygpuError, SourceLoc
-from polygpu.model.scop import Access, Scop
+from polygpu.model.scop import Access, Scop, fix_parameters
 
 
 @dataclass(frozen=True)
@@ -131,10 +131,7 @@ def _forget(ident: int, _ref: weakref.ref) -> None:
 
 
 def _findings(scop: Scop, fixed: Mapping[str, int]) -> list[_Finding]:
-    context = scop.context
-    for name, value in fixed.items():
-        k = context.find_dim_by_name(isl.dim_type.param, name)
-        context = context.fix_val(isl.dim_type.param, k, isl.Val(str(value)))
+    context = fix_parameters(scop.context, fixed)
     found = []
     for acc in scop.accesses:
         array = scop.array(acc.array)

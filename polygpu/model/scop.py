@@ -19,6 +19,17 @@ from polygpu.errors import PolygpuError, SourceLoc
 from polygpu.frontend import ir
 
 
+def fix_parameters(s, values: Mapping[str, int]):
+    """``s`` (an isl set or map) with each parameter named in ``values`` fixed to its
+    value; names ``s`` does not have are ignored.  Values pass through text, so sizes
+    past 64 bits are exact."""
+    for name, value in values.items():
+        k = s.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            s = s.fix_val(isl.dim_type.param, k, isl.Val(str(int(value)), s.get_ctx()))
+    return s
+
+
 @dataclass(frozen=True)
 class Array:
     """An array of the region (a function argument, or a scalar temporary as a 0-d array).

@@ -21,6 +21,7 @@ import numpy as np
 
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
+from polygpu.model.scop import fix_parameters
 
 FLOAT_LOW, FLOAT_HIGH = 0.5, 1.5
 INT_LOW, INT_HIGH = 1, 9
@@ -69,7 +70,7 @@ def parameter_values(
             continue
         v = params[p.name]
         if p.dtype in INT_RANGES:
-            if isinstance(v, bool | np.bool_) or not _is_integer(v):
+            if isinstance(v, bool | np.bool_) or not is_integer(v):
                 raise PolygpuError(f"parameter {p.name} ({ctype} {p.name}) needs an integer, "
                                    f"got {v!r}", p.loc)
             low, high = INT_RANGES[p.dtype]
@@ -94,20 +95,14 @@ def parameter_values(
 def require_context(program: ir.Program, context, ints: Mapping[str, int]) -> None:
     """The (possibly partial) integer parameters ``ints`` must satisfy ``context``, the
     region's assumptions on its parameters (every array extent at least 1, ...)."""
-    import islpy as isl
-
-    s = context
-    for k in range(s.dim(isl.dim_type.param)):
-        name = s.get_dim_name(isl.dim_type.param, k)
-        if name in ints:
-            s = s.fix_val(isl.dim_type.param, k, isl.Val(str(ints[name]), s.get_ctx()))
-    if s.is_empty():
+    if fix_parameters(context, ints).is_empty():
         given = ", ".join(f"{k}={v}" for k, v in ints.items())
         raise PolygpuError(f"the parameters {given} violate the region's assumptions "
                            f"{context}", program.loc)
 
 
-def _is_integer(v: object) -> bool:
+def is_integer(v: object) -> bool:
+    """An int, a NumPy integer or anything with ``__index__`` (not a float)."""
     try:
         operator.index(v)
     except TypeError:
