@@ -68,7 +68,7 @@ from polygpu.runtime.arguments import DeviceArray, device_array
 from polygpu.runtime.device import Device, GpuUnavailableError, get_device, launch_plan
 from polygpu.runtime.footprint import at_parameters
 from polygpu.runtime.grid import GridLimitError
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 from polygpu.search.measurement import Environment, Measurement, canonical, source_hash
 
 __all__ = ["BACKENDS", "ORIGINS", "Kernel", "lookup_environment", "optimize"]

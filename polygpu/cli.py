@@ -224,7 +224,7 @@ def _given_params(args: argparse.Namespace, need_all: bool = False, option: str 
 
 def _variant(args: argparse.Namespace):
     from polygpu.errors import PolygpuError
-    from polygpu.schedule.tiling import Variant
+    from polygpu.schedule.variant import Variant
 
     fields = Variant().to_json() if not args.variant else Variant.from_json(
         args.variant).to_json()

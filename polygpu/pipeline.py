@@ -20,8 +20,9 @@ from polygpu.model.analysis import Analysis, analyze
 from polygpu.model.bounds import require_in_bounds
 from polygpu.model.build import build_scop
 from polygpu.schedule.candidates import candidates
-from polygpu.schedule.tiling import TiledKernel, Variant, tile
+from polygpu.schedule.tiling import TiledKernel, tile
 from polygpu.schedule.transformation import Transformation
+from polygpu.schedule.variant import Variant
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import pytest
 import polygpu
 from polygpu import PolygpuError, optimize
 from polygpu.api import Kernel, lookup_environment
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 from polygpu.search import tuner
 from polygpu.search.database import TuningDatabase
 from polygpu.search.measurement import Measurement, canonical, source_hash

@@ -19,7 +19,8 @@ from polygpu.model.build import build_scop
 from polygpu.pipeline import compile_variant, prepare
 from polygpu.runtime.check import check_program
 from polygpu.schedule.legality import prove_legal
-from polygpu.schedule.tiling import Variant, execution_schedule
+from polygpu.schedule.tiling import execution_schedule
+from polygpu.schedule.variant import Variant
 
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 _counter = itertools.count()

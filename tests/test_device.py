@@ -413,7 +413,7 @@ def test_parallel_compile_from_a_script_without_main_guard(tmp_path):
     its top-level line once and no traceback (with a spawn pool it printed four)."""
     script = tmp_path / "plain.py"
     script.write_text(textwrap.dedent(f"""
-        from polygpu.schedule.tiling import Variant
+        from polygpu.schedule.variant import Variant
         from polygpu.search import tuner
         from polygpu.search.measurement import canonical
         print("TOP-LEVEL RAN", flush=True)
@@ -436,7 +436,7 @@ def test_parallel_compile_from_a_script_without_main_guard(tmp_path):
 def test_parallel_compile_runs_in_a_fresh_child():
     """The tuner's worker pool lives in ``python -m polygpu.search.runner --compile``:
     its results are the in-process ones (and it does return them, not None)."""
-    from polygpu.schedule.tiling import Variant
+    from polygpu.schedule.variant import Variant
     from polygpu.search import tuner
     from polygpu.search.measurement import canonical
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, example, given, settings
 
 from polygpu.pipeline import compile_region
 from polygpu.runtime.check import check_program
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 from tests.random_nests import Loop, Stmt, nests, render_c
 
 VARIANTS = (

@@ -62,7 +62,7 @@ def run_case(folder: str, source: str, variant: dict, candidate: int, n: int) ->
     from polygpu.errors import PolygpuError
     from polygpu.pipeline import compile_variant, prepare
     from polygpu.runtime.check import check_program
-    from polygpu.schedule.tiling import Variant
+    from polygpu.schedule.variant import Variant
 
     path = Path(folder) / f"nest_{hashlib.sha256(source.encode()).hexdigest()[:16]}.c"
     if not path.exists():

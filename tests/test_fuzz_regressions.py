@@ -10,7 +10,7 @@ import pytest
 
 from polygpu.pipeline import compile_variant, prepare
 from polygpu.runtime.check import check_program
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 
 HEADER = """\
 #define min(a, b) ((a) < (b) ? (a) : (b))

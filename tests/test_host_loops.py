@@ -21,7 +21,7 @@ from polygpu.runtime.check import check_program
 from polygpu.runtime.grid import launch_blocks
 from polygpu.schedule.candidates import _proven
 from polygpu.schedule.host import HostSchedule, determined_iterators
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 
 JACOBI = """
 void jac(int n, int tsteps, float a[n], float b[n], float s[n])

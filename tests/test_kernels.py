@@ -16,7 +16,7 @@ import pytest
 
 from polygpu.pipeline import compile_region
 from polygpu.runtime.check import check_program
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 CATALOG = json.loads((KERNELS / "catalog.json").read_text())

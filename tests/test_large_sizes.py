@@ -15,7 +15,7 @@ from polygpu.pipeline import compile_region
 from polygpu.runtime import cpu, grid
 from polygpu.runtime.check import check_program
 from polygpu.runtime.device import launch_plan
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 
@@ -165,7 +165,7 @@ def test_sizes_given_without_specializing_choose_the_index_width():
     # (compile -p, optimize(params=...)) the parametric program gets 64-bit indices and
     # no launch bounds, at n = 4096 it stays 32-bit with its bounds checked at launch
     from polygpu.pipeline import compile_variant, prepare
-    from polygpu.schedule.tiling import Variant
+    from polygpu.schedule.variant import Variant
 
     prepared = prepare(str(Path(__file__).resolve().parent.parent / "kernels" / "tmv.c"))
     small = compile_variant(prepared, Variant(), {"n": 4096}).program

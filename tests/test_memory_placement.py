@@ -14,7 +14,7 @@ from polygpu.memory.footprints import bounding_box
 from polygpu.memory.placement import STATIC_SHARED_BYTES
 from polygpu.pipeline import compile_region
 from polygpu.runtime.check import check_program
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 
 NVCC = shutil.which("nvcc")
 

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from polygpu.pipeline import compile_region
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 from polygpu.search.occupancy import SM_90, occupancy, parse_ptxas, resource_usage
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from polygpu.pipeline import prepare
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 from polygpu.search.measurement import Environment, Measurement
 from polygpu.search.metrics import Roofline, workload
 from polygpu.search.report import (

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from polygpu.pipeline import compile_region
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 from polygpu.search.measurement import Environment, Job, Measurement, canonical
 from polygpu.search.runner import (
     MAX_ROTATIONS,

@@ -17,7 +17,7 @@ from polygpu.errors import PolygpuError
 from polygpu.pipeline import compile_variant, prepare
 from polygpu.runtime.arguments import bind
 from polygpu.runtime.check import check_program
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 

@@ -16,8 +16,9 @@ from polygpu.frontend import load
 from polygpu.model.analysis import analyze
 from polygpu.model.build import build_scop
 from polygpu.schedule.legality import LegalityError, prove_legal, transformation_schedule
-from polygpu.schedule.tiling import Variant, tile
+from polygpu.schedule.tiling import tile
 from polygpu.schedule.transformation import KernelSchedule, Transformation
+from polygpu.schedule.variant import Variant
 
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 

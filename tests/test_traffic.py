@@ -11,7 +11,7 @@ import pytest
 
 from polygpu.memory.traffic import kernel_traffic
 from polygpu.pipeline import compile_region
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 
 ROOT = Path(__file__).resolve().parent.parent
 

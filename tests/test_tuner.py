@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from polygpu.cli import main
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 from polygpu.search.database import TuningDatabase
 from polygpu.search.measurement import Environment, Measurement
 from polygpu.search.occupancy import SM_90

@@ -13,7 +13,7 @@ from polygpu.cli import main
 from polygpu.memory.footprints import _chunks
 from polygpu.memory.operand_loads import operand_loads
 from polygpu.pipeline import compile_variant, prepare
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 from polygpu.search.space import SpaceOptions, space
 
 MM = "kernels/mm.c"

@@ -18,7 +18,7 @@ import numpy as np
 from polygpu.frontend import load
 from polygpu.pipeline import compile_region
 from polygpu.runtime import gpu, inputs
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 
 CASES = [
     ("kernels/mm.c", {"n": 4096}, {}),

@@ -35,7 +35,7 @@ from polygpu.frontend import load  # noqa: E402
 from polygpu.pipeline import compile_region  # noqa: E402
 from polygpu.runtime import gpu, inputs  # noqa: E402
 from polygpu.runtime.check import check_program  # noqa: E402
-from polygpu.schedule.tiling import Variant  # noqa: E402
+from polygpu.schedule.variant import Variant  # noqa: E402
 
 NOMINAL_COPY_TBS = 3.0  # H100 copy bandwidth named in the brief
 REPEATS, WARMUP = 50, 5

@@ -88,7 +88,7 @@ def quick_space():
 
 def naive_variant(prepared):
     """One thread per point of the original order's parallel loops, no tiling/staging."""
-    from polygpu.schedule.tiling import Variant
+    from polygpu.schedule.variant import Variant
 
     index = next((k for k, tr in enumerate(prepared.candidates)
                   if tr.origin.startswith("original")), 0)

@@ -38,7 +38,7 @@ from polygpu.memory.traffic import kernel_traffic  # noqa: E402
 from polygpu.pipeline import compile_region  # noqa: E402
 from polygpu.runtime import gpu, inputs  # noqa: E402
 from polygpu.runtime.check import check_program  # noqa: E402
-from polygpu.schedule.tiling import Variant  # noqa: E402
+from polygpu.schedule.variant import Variant  # noqa: E402
 
 METRICS = ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
            "lts__t_sectors_srcunit_tex_op_read.sum", "dram__bytes_read.sum")

@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     from polygpu.pipeline import Prepared, compile_variant
     from polygpu.runtime import gpu, inputs
     from polygpu.schedule.candidates import candidates
-    from polygpu.schedule.tiling import Variant
+    from polygpu.schedule.variant import Variant
     from polygpu.search import peers
 
     params = _parse_params(args.params)

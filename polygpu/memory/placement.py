@@ -48,8 +48,9 @@ from polygpu.memory.padding import (
 )
 from polygpu.model.analysis import Analysis
 from polygpu.model.dependences import maps_of
-from polygpu.schedule.tiling import TiledKernel, Variant
+from polygpu.schedule.tiling import TiledKernel
 from polygpu.schedule.transformation import Transformation
+from polygpu.schedule.variant import Variant
 
 MAX_REGISTERS = 64  # elements of one register buffer per thread
 CONSTANT_BYTES = 64 * 1024
@@ -312,7 +313,9 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
     constant_bytes = 0
     where: dict[tuple[int, str], tuple[str, str]] = {}  # (kernel, array) -> (space, reason)
     users_of: dict[tuple[int, str], frozenset[str]] = {}  # statements using a shared buffer
+    program_variant = variant
     for kernel in kernels:
+        variant = program_variant.for_kernel(kernel.index)
         budget = MAX_SHARED_BYTES
         atomic_targets: dict[str, set[str]] = {}  # array -> its atomic statements
         for name in kernel.atomic:

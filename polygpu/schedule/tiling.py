@@ -36,89 +36,19 @@ sizes need not divide anything, since partial tiles are exact sets.
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import islpy as isl
 
-from polygpu.errors import PolygpuError
 from polygpu.model.build import map_from_pw_affs
 from polygpu.model.dependences import Dependences, maps_of, union_of
 from polygpu.model.scop import Scop
 from polygpu.schedule.legality import ExecutionSchedule, insert_constants, prove_legal
 from polygpu.schedule.transformation import KernelSchedule, Transformation
+from polygpu.schedule.variant import MAX_MAPPED, Variant
 
-MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
-MAX_THREADS = 1024
 AXES = "xyz"  # CUDA's names of the mapped dimensions, innermost first
-
-
-@dataclass(frozen=True)
-class Variant:
-    """The tunable parameters of one kernel program.
-
-    ``tile`` and ``threads`` list the innermost space dimension *last* and are
-    right-aligned to each kernel's mapped dimensions (a kernel with one space dimension
-    uses the last entry).  ``threads`` entries must not exceed the ``tile`` entries;
-    ``tile[d] / threads[d]`` points per thread and dimension form its register tile.
-    """
-
-    candidate: int = 0
-    tile: tuple[int, ...] = (4, 128)
-    threads: tuple[int, ...] = (4, 128)
-    jam: bool = False
-    time_tile: int = 32
-    unroll: int = 1
-    blocked: bool = False  # thread distribution: cyclic (default) or blocked
-    chunk: int = 1  # cyclic runs of this many consecutive points per thread (see above)
-    # software pipelining of shared copy-ins: load the next tile's elements into
-    # registers while the current tile is computed (codegen/staging.py)
-    prefetch: bool = False
-    shared: bool = True  # memory stage: stage footprints through shared memory
-    padding: int = -1  # shared buffers' padding: -1 = Algorithm 2's choice, else forced
-    registers: bool = True  # memory stage: keep per-thread footprints in registers
-    # bake the parameter values into the code (they then must be given to compile, and
-    # the kernels run only at those values): constant bounds, no guards for whole tiles
-    specialize: bool = False
-
-    def __post_init__(self):
-        if len(self.tile) != len(self.threads) or not 1 <= len(self.tile) <= MAX_MAPPED:
-            raise PolygpuError(f"variant: tile {self.tile} and threads {self.threads} must "
-                               f"have the same length, 1 to {MAX_MAPPED}")
-        for t, n in zip(self.tile, self.threads, strict=True):
-            if not (1 <= n <= t):
-                raise PolygpuError(f"variant: need 1 <= threads <= tile, got {n} and {t}")
-        total = math.prod(self.threads)
-        if total > MAX_THREADS:
-            raise PolygpuError(f"variant: {total} threads per block exceed {MAX_THREADS}")
-        if self.time_tile < 0 or self.unroll < 1 or self.candidate < 0 or self.chunk < 1:
-            raise PolygpuError("variant: time_tile >= 0, unroll >= 1, candidate >= 0, "
-                               "chunk >= 1")
-        if self.blocked and self.chunk > 1:
-            raise PolygpuError("variant: blocked already deals each thread one contiguous "
-                               "run; chunk must be 1 with it")
-        if not -1 <= self.padding < 32:
-            raise PolygpuError(f"variant: padding {self.padding} is not -1 (solver) or "
-                               "0..31")
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @staticmethod
-    def from_json(data: dict | str) -> Variant:
-        if isinstance(data, str):
-            try:
-                data = json.loads(data)
-            except json.JSONDecodeError as err:
-                raise PolygpuError(f"variant: not valid JSON: {err}") from None
-        known = set(Variant.__dataclass_fields__)
-        unknown = set(data) - known
-        if unknown:
-            raise PolygpuError(f"variant: unknown field(s) {sorted(unknown)}; known: "
-                               f"{sorted(known)}")
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
-        return Variant(**values)
 
 
 @dataclass(frozen=True)
@@ -308,7 +238,8 @@ def tile(scop: Scop, deps: Dependences, tr: Transformation, variant: Variant
          ) -> tuple[TiledKernel, ...]:
     """Tile and map every kernel of ``tr``; prove the whole result legal with isl against
     ``deps`` (the dependences relaxed for ``tr``'s atomic statements)."""
-    kernels = tuple(_tile_kernel(scop, k, i, variant) for i, k in enumerate(tr.kernels))
+    kernels = tuple(_tile_kernel(scop, k, i, variant.for_kernel(i))
+                    for i, k in enumerate(tr.kernels))
     prove_legal(deps, execution_schedule(kernels))
     return kernels
 

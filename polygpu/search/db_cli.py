@@ -261,7 +261,7 @@ def _ms(value: float | None) -> str:
 def _variant(key: str) -> str:
     """A variant as its fields that differ from the default variant, e.g. ``tile=8,256
     threads=8,64 jam=true``: the full JSON of ten fields drowns what was tuned."""
-    from polygpu.schedule.tiling import Variant
+    from polygpu.schedule.variant import Variant
 
     try:
         data = json.loads(key)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 from polygpu.search.metrics import Roofline, Workload
 from polygpu.search.tuner import Candidate, TuneResult
 

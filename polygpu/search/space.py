@@ -46,7 +46,8 @@ import islpy as isl
 
 from polygpu.model.dependences import maps_of
 from polygpu.pipeline import Prepared
-from polygpu.schedule.tiling import MAX_MAPPED, MAX_THREADS, Variant, tile
+from polygpu.schedule.tiling import tile
+from polygpu.schedule.variant import MAX_MAPPED, MAX_THREADS, Variant
 
 
 @dataclass(frozen=True)

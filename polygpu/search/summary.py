@@ -13,7 +13,7 @@ from __future__ import annotations
 import multiprocessing
 from dataclasses import dataclass
 
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 from polygpu.search.metrics import Roofline, Workload, workload
 from polygpu.search.tuner import Candidate, TuneResult, _prepared
 

@@ -59,7 +59,7 @@ from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 from polygpu.model.bounds import require_in_bounds
 from polygpu.runtime.grid import launch_blocks
-from polygpu.schedule.tiling import Variant
+from polygpu.schedule.variant import Variant
 from polygpu.search.measurement import (
     Environment,
     Job,

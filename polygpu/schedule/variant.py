@@ -1,0 +1,142 @@
+"""The tunable parameters of a program: one :class:`Variant`, optionally with per-kernel
+overrides.
+
+A program's kernels differ (atax's row reduction and its column update, a factorization's
+pivot column and its trailing update), so one tile shape for all is rarely right.  A
+``Variant`` holds the program-wide settings and, in ``kernels``, the fields that a given
+kernel overrides; :meth:`Variant.for_kernel` merges them, and every stage that tiles,
+places or generates one kernel reads that kernel's merged variant.  ``candidate`` and
+``specialize`` concern the whole program and cannot be overridden per kernel.
+
+JSON form (``compile --variant``, the tuning database): the fields, plus
+``"kernels": {"1": {"tile": [32, 32], "threads": [8, 32]}}`` when a kernel differs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields, replace
+
+from polygpu.errors import PolygpuError
+
+MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
+MAX_THREADS = 1024
+PROGRAM_WIDE = ("candidate", "specialize", "kernels")
+
+
+@dataclass(frozen=True)
+
+class Variant:
+    """The tunable parameters of one kernel program.
+
+    ``tile`` and ``threads`` list the innermost space dimension *last* and are
+    right-aligned to each kernel's mapped dimensions (a kernel with one space dimension
+    uses the last entry).  ``threads`` entries must not exceed the ``tile`` entries;
+    ``tile[d] / threads[d]`` points per thread and dimension form its register tile.
+    """
+
+    candidate: int = 0
+    tile: tuple[int, ...] = (4, 128)
+    threads: tuple[int, ...] = (4, 128)
+    jam: bool = False
+    time_tile: int = 32
+    unroll: int = 1
+    blocked: bool = False  # thread distribution: cyclic (default) or blocked
+    chunk: int = 1  # cyclic runs of this many consecutive points per thread (see above)
+    # software pipelining of shared copy-ins: load the next tile's elements into
+    # registers while the current tile is computed (codegen/staging.py)
+    prefetch: bool = False
+    shared: bool = True  # memory stage: stage footprints through shared memory
+    padding: int = -1  # shared buffers' padding: -1 = Algorithm 2's choice, else forced
+    registers: bool = True  # memory stage: keep per-thread footprints in registers
+    # bake the parameter values into the code (they then must be given to compile, and
+    # the kernels run only at those values): constant bounds, no guards for whole tiles
+    specialize: bool = False
+    # per-kernel overrides: (kernel index, ((field, value), ...)), sorted by index
+    kernels: tuple[tuple[int, tuple[tuple[str, object], ...]], ...] = ()
+
+    def __post_init__(self):
+        if len(self.tile) != len(self.threads) or not 1 <= len(self.tile) <= MAX_MAPPED:
+            raise PolygpuError(f"variant: tile {self.tile} and threads {self.threads} must "
+                               f"have the same length, 1 to {MAX_MAPPED}")
+        for t, n in zip(self.tile, self.threads, strict=True):
+            if not (1 <= n <= t):
+                raise PolygpuError(f"variant: need 1 <= threads <= tile, got {n} and {t}")
+        total = math.prod(self.threads)
+        if total > MAX_THREADS:
+            raise PolygpuError(f"variant: {total} threads per block exceed {MAX_THREADS}")
+        if self.time_tile < 0 or self.unroll < 1 or self.candidate < 0 or self.chunk < 1:
+            raise PolygpuError("variant: time_tile >= 0, unroll >= 1, candidate >= 0, "
+                               "chunk >= 1")
+        if self.blocked and self.chunk > 1:
+            raise PolygpuError("variant: blocked already deals each thread one contiguous "
+                               "run; chunk must be 1 with it")
+        if not -1 <= self.padding < 32:
+            raise PolygpuError(f"variant: padding {self.padding} is not -1 (solver) or "
+                               "0..31")
+
+        for index, overrides in self.kernels:
+            bad = [name for name, _ in overrides
+                   if name in PROGRAM_WIDE or name not in self.__dataclass_fields__]
+            if bad or index < 0:
+                raise PolygpuError(f"variant: kernel {index} cannot override {bad or index}: "
+                                   "a kernel entry sets per-kernel fields only (not "
+                                   f"{', '.join(PROGRAM_WIDE)})")
+            self.for_kernel(index)  # validates the merged values
+
+    def for_kernel(self, index: int) -> Variant:
+        """The variant kernel ``index`` is tiled and placed with: the program-wide fields
+        with this kernel's overrides."""
+        for k, overrides in self.kernels:
+            if k == index:
+                return replace(self, kernels=(), **dict(overrides))
+        return replace(self, kernels=()) if self.kernels else self
+
+    def with_kernel(self, index: int, kernel: Variant) -> Variant:
+        """This variant with kernel ``index`` set to ``kernel``'s per-kernel fields (only
+        those that differ from the program-wide ones are stored)."""
+        base = replace(self, kernels=())
+        overrides = tuple((f.name, getattr(kernel, f.name)) for f in fields(Variant)
+                          if f.name not in PROGRAM_WIDE
+                          and getattr(kernel, f.name) != getattr(base, f.name))
+        others = tuple((k, o) for k, o in self.kernels if k != index)
+        entries = others + (((index, overrides),) if overrides else ())
+        return replace(self, kernels=tuple(sorted(entries)))
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        del data["kernels"]
+        if self.kernels:  # absent when uniform, so older records keep their keys
+            data["kernels"] = {str(k): {name: list(v) if isinstance(v, tuple) else v
+                                        for name, v in o} for k, o in self.kernels}
+        return data
+
+    @staticmethod
+    def from_json(data: dict | str) -> Variant:
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as err:
+                raise PolygpuError(f"variant: not valid JSON: {err}") from None
+        known = set(Variant.__dataclass_fields__)
+        unknown = set(data) - known
+        if unknown:
+            raise PolygpuError(f"variant: unknown field(s) {sorted(unknown)}; known: "
+                               f"{sorted(known)}")
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()
+                  if k != "kernels"}
+        per_kernel = data.get("kernels") or {}
+        if not isinstance(per_kernel, dict):
+            raise PolygpuError("variant: 'kernels' must map kernel numbers to fields")
+        entries = []
+        for key, overrides in per_kernel.items():
+            if not str(key).isdigit() or not isinstance(overrides, dict):
+                raise PolygpuError(f"variant: kernels entry {key!r}: need a kernel number "
+                                   "mapped to an object of fields")
+            entries.append((int(key), tuple(sorted(
+                (name, tuple(v) if isinstance(v, list) else v)
+                for name, v in overrides.items()))))
+        return Variant(**values, kernels=tuple(sorted(entries)))
+
+
