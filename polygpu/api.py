@@ -431,7 +431,8 @@ class Kernel:
                 continue
             return program
         compiled = self.compiled
-        prepared = Prepared(compiled.spec, compiled.analysis, compiled.candidates)
+        prepared = Prepared(compiled.spec, compiled.analysis, compiled.candidates,
+                            compiled.source_scop, compiled.expansion)
         twin = compile_variant(prepared, compiled.variant, dict(ints)).program
         launch_plan(twin, ints)  # what the twin cannot do either is the user's to hear
         self.device.load(twin)

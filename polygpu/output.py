@@ -35,16 +35,16 @@ def compile_json(c: Compiled, params: dict[str, int]) -> dict[str, Any]:
             {"name": a.name, "kind": a.kind, "dtype": a.dtype, "shape": list(a.shape)}
             for a in c.program.arguments
         ],
-        "kernels": [
-            {
-                "name": launch.kernel,
-                "statements": list(k.statements),
-                "grid": list(launch.grid),
-                "block": list(launch.block),
-                "schedule": str(k.schedule),
-            }
-            for launch, k in zip(c.program.launches, c.kernels, strict=True)
+        # the plan: every kernel with its statements, its own variant and tiled schedule;
+        # `launches` is what the runtime launches (one per kernel, or with device steps
+        # one block running them all); `launch_count` their number per run at -p sizes
+        "kernels": [_kernel_json(c, k) for k in c.kernels],
+        "launches": [
+            {"kernel": launch.kernel, "grid": list(launch.grid), "block": list(launch.block)}
+            for launch in c.program.launches
         ],
+        "device_steps": c.variant.device_steps,
+        "launch_count": launch_count(c, params),
         # host loops: the kernels take these integer arguments last and run at every
         # step of `host_steps` (isl set per kernel name), steps in lexicographic order
         "host": {
@@ -71,6 +71,27 @@ def compile_json(c: Compiled, params: dict[str, int]) -> dict[str, Any]:
             "constants": list(c.memory.constants),
             "shared_bytes": [c.memory.shared_bytes(k.index) for k in c.kernels],
         },
+    }
+
+
+def launch_count(c: Compiled, params: dict[str, int]) -> int | None:
+    """Kernel launches per run at ``params`` (None unless every parameter is given)."""
+    scop = c.analysis.scop
+    if any(p not in params for p in scop.parameters):
+        return None
+    return len(c.program.steps({p: params[p] for p in scop.parameters}))
+
+
+def _kernel_json(c: Compiled, kernel) -> dict[str, Any]:
+    name = f"{c.analysis.scop.function}_kernel{kernel.index}"
+    launch = next((x for x in c.program.launches if x.kernel == name), None)
+    return {
+        "name": name,
+        "statements": list(kernel.statements),
+        **({"grid": list(launch.grid), "block": list(launch.block)} if launch else
+           {"threads": list(kernel.threads), "runs_in": c.program.launches[0].kernel}),
+        "variant": c.variant.for_kernel(kernel.index).to_json(),
+        "schedule": str(kernel.schedule),
     }
 
 

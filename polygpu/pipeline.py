@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from polygpu.codegen.cuda import generate
+from polygpu.codegen.cuda import device_steps_possible, generate
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 from polygpu.frontend import load
@@ -19,10 +19,13 @@ from polygpu.memory.placement import MemoryPlan, Placement, plan_memory
 from polygpu.model.analysis import Analysis, analyze
 from polygpu.model.bounds import require_in_bounds
 from polygpu.model.build import build_scop
+from polygpu.model.scop import Scop
 from polygpu.schedule.candidates import candidates
+from polygpu.schedule.legality import ExecutionSchedule, prove_legal, transformation_schedule
 from polygpu.schedule.tiling import TiledKernel, tile
 from polygpu.schedule.transformation import Transformation
 from polygpu.schedule.variant import Variant
+from polygpu.transform.expand import Expansion, expand_temporaries
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,14 @@ class Compiled:
     kernels: tuple[TiledKernel, ...]
     program: KernelProgram
     memory: MemoryPlan
+    # the model of the original function, before transform/ (what check_program and
+    # the reference need), and what the expansion of temporaries did
+    source_scop: Scop | None = None  # None: the analysed one (nothing was transformed)
+    expansion: Expansion | None = None
+
+    def __post_init__(self):
+        if self.source_scop is None:
+            object.__setattr__(self, "source_scop", self.analysis.scop)
 
     @property
     def placement(self) -> tuple[Placement, ...]:
@@ -92,6 +103,12 @@ class Prepared:
     spec: str
     analysis: Analysis
     candidates: tuple[Transformation, ...]
+    source_scop: Scop | None = None  # the original model (see Compiled)
+    expansion: Expansion | None = None
+
+    def __post_init__(self):
+        if self.source_scop is None:
+            object.__setattr__(self, "source_scop", self.analysis.scop)
 
 
 def prepare(spec: str, function: str | None = None, defines: Sequence[str] = (),
@@ -107,8 +124,11 @@ def prepare(spec: str, function: str | None = None, defines: Sequence[str] = (),
                            "iteration domains are empty for every parameter value), so "
                            "there is nothing to generate", scop.loc)
     require_in_bounds(scop, params)
-    an = analyze(scop)
-    return Prepared(spec, an, candidates(an))
+    # temporaries expanded (transform/expand.py, proven): the analysis and everything
+    # after see the transformed region, the reference check the original
+    expansion = expand_temporaries(scop)
+    an = analyze(expansion.scop)
+    return Prepared(spec, an, candidates(an), scop, expansion)
 
 
 def compile_variant(prepared: Prepared, variant: Variant | None = None,
@@ -131,8 +151,11 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
     step = tr.step or an  # with host loops, the kernels are those of one host step
     kernels = tile(step.scop, step.dependences_with(tr.atomic), tr, variant)
     memory = plan_memory(step, tr, kernels, variant)
+    if variant.device_steps:
+        _prove_device_steps(an, tr, kernels, memory)
     return Compiled(prepared.spec, an, found, tr, variant, kernels,
-                    _generate(step, tr, variant, kernels, memory, params), memory)
+                    _generate(step, tr, variant, kernels, memory, params), memory,
+                    prepared.source_scop, prepared.expansion)
 
 
 def program_at(compiled: Compiled, params: Mapping[str, int]) -> KernelProgram:
@@ -160,7 +183,27 @@ def _generate(an: Analysis, tr: Transformation, variant: Variant,
             f"{k}={v}" for k, v in scop.fixed_parameters.items())
     # sizes given without specializing still choose the index width (64-bit where 32-bit
     # offsets would overflow at them)
-    return generate(scop, kernels, comment, memory, sizes=params)
+    return generate(scop, kernels, comment, memory, sizes=params,
+                    device_steps=variant.device_steps)
+
+
+def _prove_device_steps(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ...],
+                        memory: MemoryPlan) -> None:
+    """Refuse a device-steps variant the kernels cannot take, and prove the plan again
+    with the host loops and kernel boundaries as ``barrier`` dimensions of one block
+    (:mod:`polygpu.schedule.legality`): what the generated kernel relies on."""
+    if tr.host is None:
+        raise PolygpuError("variant: device_steps runs host loops on the device, but this "
+                           "transformation has none (every kernel is launched once)",
+                           an.scop.loc)
+    if not device_steps_possible(tr.step.scop, kernels, memory):
+        raise PolygpuError("variant: device_steps is impossible for these kernels: a "
+                           "kernel with fewer threads than the block stages data in "
+                           "shared memory or needs dynamic shared memory; set "
+                           "\"shared\": false or equal thread counts", an.scop.loc)
+    es = transformation_schedule(tr)
+    kinds = tuple("barrier" if k == "global" else k for k in es.kinds)
+    prove_legal(an.dependences_with(tr.atomic), ExecutionSchedule(es.schedule, kinds))
 
 
 def describe(tr: Transformation, variant: Variant) -> str:

@@ -41,7 +41,7 @@ def _atomic_candidates(spec: str):
 
 def _check(prepared, variant: Variant, params: dict[str, int], seed: int = 7):
     compiled = compile_variant(prepared, variant)
-    result = check_program(compiled.program, compiled.analysis.scop, prepared.spec, params,
+    result = check_program(compiled.program, compiled.source_scop, prepared.spec, params,
                            seed=seed)
     assert result.ok, result.message
     return compiled

@@ -12,6 +12,7 @@ nothing on stdout, and exit status 2.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -20,13 +21,19 @@ from pathlib import Path
 
 import pytest
 
+from tests import inprocess
+
 ROOT = Path(__file__).resolve().parent.parent
 BAD = sorted((ROOT / "tests" / "bad_inputs").glob("*.[cp]*"))
 
 
-def polygpu(*args: str) -> subprocess.CompletedProcess:
+def process(*args: str) -> subprocess.CompletedProcess:
+    """The real entry point, ``python -m polygpu``, in a child process."""
     return subprocess.run([sys.executable, "-m", "polygpu", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
+
+
+polygpu = inprocess.polygpu  # main() in this process: the same status and output
 
 
 @pytest.mark.parametrize("spec", ["kernels/mv.c", "kernels/tmv.c", "kernels/mvt.c",
@@ -105,12 +112,12 @@ def test_bad_input_gets_one_line_error(path):
 
 def test_debug_shows_the_traceback():
     path = next(p for p in BAD if p.suffix == ".c")
-    result = polygpu("--debug", "analyze", str(path.relative_to(ROOT)))
+    result = process("--debug", "analyze", str(path.relative_to(ROOT)))
     assert result.returncode == 2 and "Traceback" in result.stderr
 
 
 def test_missing_file_is_a_clean_error():
-    result = polygpu("analyze", "kernels/no_such_kernel.c")
+    result = process("analyze", "kernels/no_such_kernel.c")
     assert result.returncode == 2
     assert "no_such_kernel.c" in result.stderr and "Traceback" not in result.stderr
 
@@ -146,3 +153,42 @@ def test_function_suffix_on_a_c_file_and_debug_after_the_subcommand():
     assert missing.returncode == 2 and "Traceback" in missing.stderr and "nope" in missing.stderr
     clash = polygpu("analyze", "kernels/mv.py:mv", "--function", "mm")
     assert clash.returncode == 2 and "named twice" in clash.stderr
+
+
+
+def _imported_modules(source: str, package: str) -> set[str]:
+    """Every module ``source`` (a module of ``package``) imports, at any depth, relative
+    imports made absolute; ``from A import B`` counts as A and as A.B."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = node.module or ""
+            if node.level:
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _imports_cli(source: str, package: str) -> bool:
+    return any(m == "polygpu.cli" or m.startswith("polygpu.cli.")
+               for m in _imported_modules(source, package))
+
+
+def test_the_search_never_imports_the_cli():
+    """The CLI imports the search, never the reverse (no import cycle): what both need
+    lives below them (polygpu.params, polygpu.output)."""
+    # the check sees such an import wherever it hides
+    for text in ("import polygpu.cli\n", "from polygpu import cli\n",
+                 "def f():\n    from polygpu.cli.arguments import parse_params\n",
+                 "from ..cli import main\n"):
+        assert _imports_cli(text, "polygpu.search"), text
+    assert not _imports_cli("from polygpu import client, params\n", "polygpu.search")
+    files = sorted((ROOT / "polygpu" / "search").rglob("*.py"))
+    assert len(files) > 5
+    offenders = [str(f.relative_to(ROOT)) for f in files
+                 if _imports_cli(f.read_text(), ".".join(f.relative_to(ROOT).parts[:-1]))]
+    assert not offenders, f"these modules of polygpu.search import polygpu.cli: {offenders}"

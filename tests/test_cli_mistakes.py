@@ -4,9 +4,7 @@ an internal error (status 3), and no partial files (issue 17, items 6 and 7)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,15 +15,14 @@ from polygpu import cli
 from polygpu.errors import PolygpuError
 from polygpu.frontend import load
 from polygpu.runtime import compiler, inputs
+from tests import inprocess
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def polygpu(*args: str, env: dict | None = None, timeout: float = 300
-            ) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "polygpu", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+# in-process (tests/inprocess.py): the same status and output as ``python -m polygpu``
+# without an interpreter's start-up per call
+polygpu = inprocess.polygpu
 
 
 def one_clean_line(result: subprocess.CompletedProcess) -> str:
@@ -201,10 +198,10 @@ def test_parameter_values_split_ints_and_float_scalars():
 
 
 def test_float_parameter_values_parse():
-    assert cli._parse_params(["n=12", "alpha=1.5", "beta=-2e3"]) == {
+    assert cli.arguments.parse_params(["n=12", "alpha=1.5", "beta=-2e3"]) == {
         "n": 12, "alpha": 1.5, "beta": -2000.0}
     with pytest.raises(PolygpuError, match="'abc' is not a number"):
-        cli._parse_params(["alpha=abc"])
+        cli.arguments.parse_params(["alpha=abc"])
 
 
 def test_compile_accepts_a_float_scalar(tmp_path):

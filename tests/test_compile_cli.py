@@ -5,18 +5,17 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests import inprocess
 
 ROOT = Path(__file__).resolve().parent.parent
 NVCC = shutil.which("nvcc")
 
 
-def polygpu(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "polygpu", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+polygpu = inprocess.polygpu  # main() in this process, as python -m polygpu would run it
 
 
 @pytest.mark.parametrize("spec", ["kernels/mv.c", "kernels/tmv.py:tmv", "kernels/mvt.c",

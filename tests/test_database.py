@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from polygpu.cli import db as db_cli
 from polygpu.errors import PolygpuError
-from polygpu.search import db_cli
 from polygpu.search.database import (
     EXPORT_COLUMNS,
     SCHEMA_VERSION,

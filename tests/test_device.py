@@ -333,7 +333,7 @@ def test_api_and_check_make_the_same_launches(name, params):
     assert len([e for e in driver.log if e[0] == "dtoh"]) == len(written)
 
     driver.log.clear()
-    result = check_program(program, kernel.compiled.analysis.scop, spec, params,
+    result = check_program(program, kernel.compiled.source_scop, spec, params,
                            backend=device, seed=0)
     assert not result.ok  # the fake runs nothing
     assert launches(driver) == by_api

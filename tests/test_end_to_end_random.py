@@ -14,8 +14,9 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 
+from polygpu.errors import PolygpuError
 from polygpu.pipeline import compile_region
 from polygpu.runtime.check import check_program
 from polygpu.schedule.variant import Variant
@@ -44,9 +45,13 @@ def test_random_nest_runs_correctly(tree, tmp_path):
     path = tmp_path / f"nest_{next(_counter)}.c"
     path.write_text(render_c(tree))
     for variant, sizes in VARIANTS:
-        compiled = compile_region(str(path), "nest", variant)
+        try:
+            compiled = compile_region(str(path), "nest", variant)
+        except PolygpuError as err:  # a nest whose guards are never true: not a kernel
+            assume("ever runs" not in str(err))
+            raise
         for n in sizes:
-            result = check_program(compiled.program, compiled.analysis.scop, str(path),
+            result = check_program(compiled.program, compiled.source_scop, str(path),
                                    {"n": n}, seed=n)
             assert result.ok, (render_c(tree), variant, n, result.message,
                                compiled.program.source)

@@ -79,7 +79,7 @@ def run_case(folder: str, source: str, variant: dict, candidate: int, n: int) ->
         chosen = Variant(candidate=candidate % len(prepared.candidates), **variant)
         compiled = compile_variant(prepared, chosen, {"n": n})
         program = compiled.program.source
-        result = check_program(compiled.program, compiled.analysis.scop, str(path),
+        result = check_program(compiled.program, compiled.source_scop, str(path),
                                {"n": n}, seed=n)
         if result.ok:
             return None

@@ -100,6 +100,6 @@ def test_fuzz_regression(name, tmp_path):
     chosen = Variant(candidate=candidate % len(prepared.candidates), **variant)
     compiled = compile_variant(prepared, chosen, {"n": n})
     assert time.monotonic() - start < 90, "compiling took over a minute and a half"
-    result = check_program(compiled.program, compiled.analysis.scop, str(path), {"n": n},
+    result = check_program(compiled.program, compiled.source_scop, str(path), {"n": n},
                            seed=n)
     assert result.ok, (result.message, compiled.program.source)

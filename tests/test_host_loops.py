@@ -79,7 +79,7 @@ def _file(tmp_path, text, name):
 
 def _check(path, params, variant=None):
     compiled = compile_region(path, variant=variant)
-    result = check_program(compiled.program, compiled.analysis.scop, path, params, seed=3)
+    result = check_program(compiled.program, compiled.source_scop, path, params, seed=3)
     assert result.ok, result.message
     return compiled
 
@@ -162,5 +162,5 @@ def test_specialized_host_step_with_a_shrinking_grid(tmp_path):
     that shrinks with the pivot is not one number (regression: KeyError 'h0')."""
     path = _file(tmp_path, LU, "lu")
     compiled = compile_region(path, variant=Variant(specialize=True), params={"n": 19})
-    result = check_program(compiled.program, compiled.analysis.scop, path, {"n": 19}, seed=5)
+    result = check_program(compiled.program, compiled.source_scop, path, {"n": 19}, seed=5)
     assert result.ok, result.message

@@ -28,7 +28,8 @@ VARIANTS = {
 
 
 def test_catalog_lists_every_kernel_file():
-    files = {p.name for p in KERNELS.iterdir() if p.suffix in (".c", ".py")}
+    files = {p.relative_to(KERNELS).as_posix() for p in KERNELS.rglob("*")
+             if p.suffix in (".c", ".py")}
     assert files == set(CATALOG)
     for name, entry in CATALOG.items():
         assert set(entry) >= {"function", "small", "gpu"}, name
@@ -42,6 +43,23 @@ def test_kernel_passes_the_cpu_check(name, variant):
     entry = CATALOG[name]
     spec = str(KERNELS / name)
     compiled = compile_region(spec, entry["function"], VARIANTS[variant])
-    result = check_program(compiled.program, compiled.analysis.scop, spec, entry["small"],
+    result = check_program(compiled.program, compiled.source_scop, spec, entry["small"],
                            seed=11)
     assert result.ok, result.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CATALOG))
+def test_launches_grow_like_one_loop(name):
+    """No plan launches more than O(trip count of one outer loop) kernels: the launch
+    count grows linearly with the sizes -- from 2x to 4x the sizes it grows about twice
+    as much as from 1x to 2x (with two host loops it would grow four times as much)."""
+    entry = CATALOG[name]
+    compiled = compile_region(str(KERNELS / name), entry["function"])
+    program = compiled.program
+    small = entry["small"]
+    n1, n2, n4 = (len(program.steps({k: f * v for k, v in small.items()}))
+                  for f in (1, 2, 4))
+    assert n4 - n2 <= 2.5 * (n2 - n1) + len(program.launches), (name, n1, n2, n4)
+    if not program.host_iterators:
+        assert n1 == len(program.launches)

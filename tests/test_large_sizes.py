@@ -137,7 +137,7 @@ def test_batched_grid_beyond_65535_blocks_is_folded(tmp_path):
     assert huge == (2**31 - 1, 6, 1)
     assert "pg_block" in c.program.source
     _nvcc(tmp_path, c.program.source)
-    result = check_program(c.program, c.analysis.scop, str(tmp_path / "batch.c"),
+    result = check_program(c.program, c.source_scop, str(tmp_path / "batch.c"),
                            {"nb": nb}, backend="cpu", seed=1)
     assert result.ok, result.message
 

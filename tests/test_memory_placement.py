@@ -102,7 +102,7 @@ def test_large_tiles_use_dynamic_shared_memory():
     (launch,) = c.program.launches
     assert launch.shared_bytes >= 2 * 128 * 64 * 4 > STATIC_SHARED_BYTES
     assert "extern __shared__" in c.program.source
-    assert check_program(c.program, c.analysis.scop, "kernels/mm.c", {"n": 70}, seed=3).ok
+    assert check_program(c.program, c.source_scop, "kernels/mm.c", {"n": 70}, seed=3).ok
 
 
 def test_read_only_array_is_staged_only_where_needed():
@@ -132,7 +132,7 @@ CHECKS = [
 def test_staged_kernels_match_the_original_loops(spec, variant, n):
     c = compile_region(spec, variant=variant)
     assert any(b.space == "shared" for b in c.memory.buffers)
-    result = check_program(c.program, c.analysis.scop, spec, {"n": n}, seed=n)
+    result = check_program(c.program, c.source_scop, spec, {"n": n}, seed=n)
     assert result.ok, result.message
 
 

@@ -1,8 +1,9 @@
 """The tuning report: a real (small) search, measured by a fake runner, written to disk.
 
-The search runs as ``polygpu tune`` runs it (compile, nvcc, prune, order, budget); only the
-measurements are fabricated, deterministically from the variant, with one wrong and one
-timed-out candidate, so the report's numbers can be checked against the result.
+The search runs as ``polygpu tune`` runs it (compile, prune, order, budget); only the
+registers (a fixed rule instead of ptxas: no nvcc needed) and the measurements are
+fabricated, deterministically from the variant, with one wrong and one timed-out
+candidate, so the report's numbers can be checked against the result.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from polygpu.search.report import (
     variant_summary,
     write_report,
 )
+from polygpu.search.resources import FixedResources
 from polygpu.search.space import SpaceOptions
 from polygpu.search.tuner import TuneOptions, TuneResult, tune
 
@@ -68,7 +70,7 @@ def tuned() -> tuple[TuneResult, FakeRunner]:
     runner = FakeRunner()
     options = TuneOptions(space=SpaceOptions(thread_totals=(64, 32), factors=(1, 2)),
                           strategy="model", traffic_slack=0.0, budget=10)
-    result = tune(MV, PARAMS, runner, options=options)
+    result = tune(MV, PARAMS, runner, options=options, oracle=FixedResources())
     assert len(runner.jobs) >= 4, "the test needs at least 4 timed candidates"
     return result, runner
 

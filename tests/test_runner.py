@@ -198,11 +198,11 @@ def test_tune_progress_without_a_terminal_prints_plain_lines():
     """CI logs and ``| tee``: no bar, but one line a phase and one per measurement."""
     import io
 
-    from polygpu.search.tune_cli import _progress
+    from polygpu.cli.tune import ProgressDisplay
     from polygpu.search.tuner import Progress
 
     out = io.StringIO()
-    with _progress(quiet=False, stream=out) as show:
+    with ProgressDisplay(quiet=False, stream=out) as show:
         show(Progress(phase="compile"))
         show(Progress(phase="nvcc", pruned=3))
         show(Progress(phase="measure", total=2))
@@ -215,6 +215,6 @@ def test_tune_progress_without_a_terminal_prints_plain_lines():
         "compile", "nvcc", "measure", "measured", "measured", "done"]
     assert "measured 2/2" in lines[4] and "best 1.25 ms" in lines[4]
     quiet = io.StringIO()
-    with _progress(quiet=True, stream=quiet) as show:
+    with ProgressDisplay(quiet=True, stream=quiet) as show:
         show(Progress(phase="measure", total=2, done=1))
     assert quiet.getvalue() == ""

@@ -33,7 +33,7 @@ def _kernel_body(source: str) -> str:
 
 def _check(prepared, variant: Variant, params: dict[str, int]):
     compiled = compile_variant(prepared, variant, params)
-    result = check_program(compiled.program, compiled.analysis.scop, prepared.spec, params,
+    result = check_program(compiled.program, compiled.source_scop, prepared.spec, params,
                            seed=3)
     assert result.ok, result.message
     return compiled

@@ -1,11 +1,18 @@
 """The search without a GPU: strategies, pruning, budget, database reuse and a kill in the
-middle of a run, driven by deterministic fake runners and the replay runner."""
+middle of a run, driven by deterministic fake runners and the replay runner.
+
+Registers and shared memory come from a fixed rule (:class:`FixedResources`), not from
+ptxas, so none of this needs nvcc; the tests that do (the real oracle, its cubin handed
+to the runner) say so and skip without it."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,9 +24,11 @@ import pytest
 
 from polygpu.cli import main
 from polygpu.schedule.variant import Variant
+from polygpu.search import resources, tuner
 from polygpu.search.database import TuningDatabase
-from polygpu.search.measurement import Environment, Measurement
-from polygpu.search.occupancy import SM_90
+from polygpu.search.measurement import Environment, Measurement, canonical
+from polygpu.search.occupancy import SM_90, Resources
+from polygpu.search.resources import FixedResources
 from polygpu.search.runner import ReplayRunner
 from polygpu.search.space import SpaceOptions
 from polygpu.search.tuner import (
@@ -40,9 +49,36 @@ PARAMS = {"n": 256}
 SMALL = SpaceOptions(thread_totals=(256, 128, 64), factors=(1, 2), time_tiles=(16, 32),
                      unrolls=(1,), blocked=(False,))
 ENV = Environment("Fake GPU", "9.0", "13.0", "580", "0.1.0")
+needs_nvcc = pytest.mark.skipif(not shutil.which("nvcc"),
+                                reason="the real resource oracle runs nvcc and ptxas")
 
-pytestmark = pytest.mark.skipif(not __import__("shutil").which("nvcc"),
-                                reason="the search compiles candidates with nvcc")
+
+@pytest.fixture
+def no_nvcc_needed(monkeypatch):
+    """``polygpu tune`` asks the fixed rule instead of ptxas, in the small space (the one
+    the replay files of these tests record)."""
+    monkeypatch.setattr(resources, "default_oracle", FixedResources)
+    monkeypatch.setattr(tuner, "TuneOptions", functools.partial(TuneOptions, space=SMALL))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compile_once():
+    """Each variant compiled (isl, code generation, traffic) once for the whole module:
+    the searches here differ in what they do with the compiled space, not in the space,
+    and the compile is most of their time.  The first search compiles for real."""
+    real, done = tuner._compile_all, {}
+
+    def cached(spec, function, options, variants, params):
+        key = (spec, function, tuple(canonical(v.to_json()) for v in variants),
+               tuple(sorted(params.items())), repr(options.check_params),
+               options.defines, options.include_dirs)
+        if key not in done:
+            done[key] = real(spec, function, options, variants, params)
+        return done[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tuner, "_compile_all", cached)
+        yield
 
 
 def fake_time(key: str) -> float:
@@ -65,7 +101,7 @@ class FakeRunner:
 
     def measure(self, job) -> Measurement:
         self.calls.append(job.key)
-        assert job.program.source and job.cubin, "the runner gets code and a binary"
+        assert job.program.source, "the runner gets the code"
         assert all(job.check_params[k] <= job.params[k] for k in job.params)
         # the space specializes: the timed code is for the timed sizes, and the check
         # runs the same variant specialized for the check sizes
@@ -77,10 +113,10 @@ class FakeRunner:
         return Measurement(job.key, "ok", time_ms=fake_time(job.key), times_ms=(1.0,))
 
 
-def _tune(runner, **kw):
+def _tune(runner, oracle=None, **kw):
     db = kw.pop("database", None)
     return tune(MV, PARAMS, runner, options=TuneOptions(space=SMALL, jobs=4, **kw),
-                database=db)
+                database=db, oracle=oracle or FixedResources())
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +223,8 @@ def test_replay_runner_drives_the_search(tmp_path, exhaustive):
     replay_file = tmp_path / "replay.json"
     ReplayRunner.save(replay_file, records, ENV)
     replay = ReplayRunner(replay_file)
-    result = tune(MV, PARAMS, replay, options=TuneOptions(space=SMALL, strategy="model"))
+    result = tune(MV, PARAMS, replay, options=TuneOptions(space=SMALL, strategy="model"),
+                  oracle=FixedResources())
     assert result.best is not None
     assert result.best.measurement == records[result.best.key]
     assert sum(replay.calls.values()) == sum(1 for c in result.candidates
@@ -202,7 +239,8 @@ def _child_run(db_path: str) -> None:  # run in a child process by the kill test
 
     with TuningDatabase(db_path) as db:
         tune(MV, PARAMS, runner, options=TuneOptions(space=SMALL, strategy="exhaustive",
-                                                     jobs=2), database=db, progress=report)
+                                                     jobs=2), database=db, progress=report,
+             oracle=FixedResources())
 
 
 def test_database_survives_a_kill_mid_run(tmp_path):
@@ -234,7 +272,7 @@ def test_database_survives_a_kill_mid_run(tmp_path):
     assert result.best.key == min((c.key for c in result.measured), key=fake_time)
 
 
-def test_cli_tune_with_replay_writes_the_best(tmp_path, exhaustive, capsys):
+def test_cli_tune_with_replay_writes_the_best(tmp_path, exhaustive, capsys, no_nvcc_needed):
     full, _ = exhaustive
     replay = tmp_path / "replay.json"
     ReplayRunner.save(replay, {c.key: c.measurement for c in full.measured}, ENV)
@@ -249,7 +287,8 @@ def test_cli_tune_with_replay_writes_the_best(tmp_path, exhaustive, capsys):
     assert "Top variants of mv" in printed
 
 
-def test_cli_tune_writes_nothing_when_every_candidate_fails(tmp_path, exhaustive, capsys):
+def test_cli_tune_writes_nothing_when_every_candidate_fails(tmp_path, exhaustive, capsys,
+                                                            no_nvcc_needed):
     full, _ = exhaustive
     replay = tmp_path / "replay.json"
     failed = {c.key: Measurement(c.key, "crash", reason="killed by SIGSEGV")
@@ -327,33 +366,19 @@ def test_predicted_cost_and_check_parameters():
     assert check_parameters({"n": 200}, s) == {"n": 200}
 
 
-def test_traffic_bound_is_the_fewest_of_a_variant_without_spills(monkeypatch):
+def test_traffic_bound_is_the_fewest_of_a_variant_without_spills():
     """When the least-traffic tilings spill (here: made to, for every tile of 256
     points), the traffic bound moves up to the fewest of the rest, and the variants it
     admits are compiled too -- rather than every non-spilling variant being pruned for
     traffic against one that never runs well."""
-    import dataclasses
-    import re
-
     def big(program) -> bool:
         tile = re.search(r"'tile': \(([\d, ]+)\)", program.source).group(1)
         return max(int(t) for t in tile.split(",") if t.strip()) >= 256
 
-    from polygpu.search import runner as runner_module
+    def spilling(program, kernel):
+        return Resources(kernel, 32, 0, 0, 64 * big(program), 64 * big(program), 0)
 
-    real = runner_module.compile_cubins
-
-    def spilling(programs, arch, jobs=None, options=None):
-        out = real(programs, arch, jobs, options)
-        for k, (p, b) in enumerate(zip(programs, out, strict=True)):
-            if not isinstance(b, Exception) and big(p):
-                res = {name: dataclasses.replace(r, spill_stores=64, spill_loads=64)
-                       for name, r in b.resources.items()}
-                out[k] = dataclasses.replace(b, resources=res)
-        return out
-
-    monkeypatch.setattr(runner_module, "compile_cubins", spilling)
-    result = _tune(FakeRunner(), traffic_slack=0.0)
+    result = _tune(FakeRunner(), traffic_slack=0.0, oracle=FixedResources(rule=spilling))
     by_stage = {}
     for c in result.candidates:
         by_stage.setdefault(c.stage, []).append(c)
@@ -373,3 +398,58 @@ def test_traffic_bound_is_the_fewest_of_a_variant_without_spills(monkeypatch):
     assert any(c.traffic_bytes == least for c in fits)
     assert all(c.traffic_bytes > least and "without spills" in c.reason
                for c in by_stage["pruned-traffic"])
+
+
+def test_every_strategy_is_registered_and_offered_by_the_cli():
+    from polygpu.cli import build_parser
+    from polygpu.search.strategies import STRATEGIES
+
+    tune_parser = build_parser()._subparsers._group_actions[0].choices["tune"]
+    (strategy,) = [a for a in tune_parser._actions if a.dest == "strategy"]
+    assert tuple(strategy.choices) == tuple(STRATEGIES) == ("model", "exhaustive", "random")
+    with pytest.raises(Exception, match="one of model, exhaustive, random"):
+        TuneOptions(strategy="greedy")
+
+
+def test_pruning_rules_on_literal_candidates():
+    from polygpu.search.pruning import prune_concurrency, prune_threads, prune_traffic
+
+    v = Variant(tile=(4, 64), threads=(4, 32))
+    c = Candidate("a", v, "kept", traffic_bytes=1500, threads=128, registers=255,
+                  concurrency=0.1, occupancy=0.5)
+    assert prune_traffic(c, least=1000, slack=50.0) is None  # exactly at the bound
+    assert prune_traffic(c, least=999, slack=50.0).stage == "pruned-traffic"
+    # 255 registers allow T = 256 threads: 64..256 kept, 32 and 512 not
+    assert prune_threads(c, widest=1024) is None
+    for threads in (32, 512):
+        pruned = prune_threads(replace(c, threads=threads), widest=1024)
+        assert pruned.stage == "pruned-threads" and "T = 256" in pruned.reason
+    assert prune_concurrency(c, best=0.4, fraction=0.25) is None
+    assert prune_concurrency(c, best=0.41, fraction=0.25).stage == "pruned-occupancy"
+
+
+def test_the_oracle_decides_the_resources(exhaustive):
+    result, _ = exhaustive
+    timed = [c for c in result.candidates if c.stage == "timed"]
+    assert timed and all(c.registers == 32 and c.spill_bytes == 0 for c in timed)
+    oracle = FixedResources(registers=200)
+    heavy = [c for c in _tune(FakeRunner(), oracle=oracle, strategy="exhaustive").candidates
+             if c.stage == "timed"]
+    assert oracle.calls == [len(heavy)]  # one batch, one question per distinct candidate
+    assert all(c.registers == 200 for c in heavy)
+    # 200 registers: 6400 per warp, 10 of an SM's 64 warps at most
+    assert max(c.occupancy for c in heavy) <= 10 / 64 < max(c.occupancy for c in timed)
+
+
+@needs_nvcc
+def test_ptxas_oracle_hands_the_runner_its_cubin():
+    """The default oracle is ptxas: real registers, and the cubin it built is what the
+    runner gets (the child does not compile again)."""
+    runner = FakeRunner()
+    cubins = []
+    measure = runner.measure
+    runner.measure = lambda job: (cubins.append(job.cubin), measure(job))[1]
+    result = tune(MV, PARAMS, runner, options=TuneOptions(
+        space=SMALL, jobs=2, strategy="exhaustive", budget=2))
+    assert len(cubins) == 2 and all(c.startswith(b"\x7fELF") for c in cubins)
+    assert all(c.registers > 0 for c in result.candidates if c.stage == "timed")

@@ -131,7 +131,7 @@ def run_one(spec: str, function: str, params: dict[str, int], seed: int = 1) -> 
                     first.append(f)
             row[mode] = {"ok": ok, "worst": worst, "first": "; ".join(first),
                          "call_ms": call_ms}
-        result = check_program(kernel.program, kernel.compiled.analysis.scop, spec, params,
+        result = check_program(kernel.program, kernel.compiled.source_scop, spec, params,
                                backend="gpu", seed=seed)
         row["check"] = {"ok": result.ok, "message": result.message.splitlines()[0]}
         row["ok"] = row["torch"]["ok"] and row["numpy"]["ok"] and result.ok

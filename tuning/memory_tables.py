@@ -92,7 +92,7 @@ def cublas_sgemv(n: int, transposed: bool) -> float:
 
 def run_variant(spec: str, n: int, variant: Variant, seed: int) -> dict:
     compiled = compile_region(spec, variant=variant)
-    scop = compiled.analysis.scop
+    scop = compiled.source_scop
     check = check_program(compiled.program, scop, spec, {"n": n}, backend="gpu", seed=seed)
     row = {"check": "ok" if check.ok else "WRONG", "check_message": check.message,
            "padding": ";".join(f"{b.array}:{b.padding}" for b in compiled.memory.buffers

@@ -75,7 +75,7 @@ def model_loads(spec: str, n: int, variant: dict) -> tuple[int, str]:
             where = next((b.space for b in compiled.memory.buffers
                           if b.array == t.array and b.kernel == k.index), "global")
             parts.append(f"{t.array}({where}):{t.loads * t.element_size}")
-    check = check_program(compiled.program, compiled.analysis.scop, spec, {"n": n},
+    check = check_program(compiled.program, compiled.source_scop, spec, {"n": n},
                           backend="gpu", seed=n)
     if not check.ok:
         raise SystemExit(f"{spec} {variant}: {check.message}")

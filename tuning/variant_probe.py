@@ -33,17 +33,17 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output", help="write the results here as JSON")
     args = p.parse_args(argv)
 
-    from polygpu.cli import _parse_params
     from polygpu.frontend import load
     from polygpu.model.analysis import analyze
     from polygpu.model.build import build_scop
+    from polygpu.params import parse_params
     from polygpu.pipeline import Prepared, compile_variant
     from polygpu.runtime import gpu, inputs
     from polygpu.schedule.candidates import candidates
     from polygpu.schedule.variant import Variant
     from polygpu.search import peers
 
-    params = _parse_params(args.params)
+    params = parse_params(args.params)
     variants = [Variant.from_json(v) for v in args.variant]
     if args.variants:
         with open(args.variants, encoding="utf-8") as f:

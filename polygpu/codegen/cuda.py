@@ -42,6 +42,7 @@ from polygpu.frontend import ir
 from polygpu.memory.placement import STATIC_SHARED_BYTES, MemoryPlan
 from polygpu.model import atomic
 from polygpu.model.scop import Scop, fix_parameters
+from polygpu.schedule.legality import insert_constants
 from polygpu.schedule.tiling import AXES, TiledKernel
 
 
@@ -160,10 +161,14 @@ def arguments(scop: Scop) -> tuple[Argument, ...]:
             a = arrays[name]
             result.append(Argument(name, "array", a.dtype,
                                    tuple(printer.int_expr(e) for e in a.shape_exprs)))
+    # scratch arrays (transform/expand.py) after the function's own arguments
+    result += [Argument(a.name, "scratch", a.dtype,
+                        tuple(printer.int_expr(e) for e in a.shape_exprs))
+               for a in scop.arrays if a.kind == "scratch"]
     return tuple(result)
 
 
-def _parameter_list(scop: Scop, args: tuple[Argument, ...]) -> list:
+def _parameter_list(scop: Scop, args: tuple[Argument, ...], host: bool = True) -> list:
     written = scop.written_arrays()
     params = []
     for arg in args:
@@ -175,7 +180,8 @@ def _parameter_list(scop: Scop, args: tuple[Argument, ...]) -> list:
         else:
             params.append(cgen.Value(f"const {ctype} *__restrict__", arg.name))
     # a host step's kernels also take the host loops' iterators (schedule/host.py)
-    params += [cgen.Value("const int", name) for name in scop.host]
+    if host:
+        params += [cgen.Value("const int", name) for name in scop.host]
     return params
 
 
@@ -203,9 +209,19 @@ def launch_steps(scop: Scop, statements: tuple[str, ...], name: str) -> isl.Set:
 
 def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
              plan: MemoryPlan | None = None,
-             sizes: Mapping[str, int] | None = None) -> KernelProgram:
+             sizes: Mapping[str, int] | None = None,
+             device_steps: bool = False) -> KernelProgram:
     """CUDA text and launch plan for the tiled kernels of one region, with the buffers
     the memory stage planned (none without a plan).
+
+    ``device_steps`` (a host step's kernels only, :func:`device_steps_possible`): instead
+    of one launch per kernel and host step, one launch of ONE thread block that runs the
+    host loops itself, each step's kernels one after the other -- their blocks as loops
+    -- with ``__syncthreads()`` after each.  In a grid of one block that barrier orders
+    everything a kernel boundary does, so the host transformation's proof carries over
+    (the pipeline proves it again with the steps as ``barrier`` dimensions); it trades
+    the whole GPU for launch overhead, which pays for small steps (a triangular solve's
+    rows, a recurrence): thousands of launches become one.
 
     ``sizes``: parameter values an unspecialized program is meant for (``compile -p``,
     ``optimize(params=...)``): where 32-bit index arithmetic would overflow at them, the
@@ -242,6 +258,10 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
     args = arguments(scop)
     launches = []
     steps = []
+    if device_steps:
+        device_steps_possible(scop, kernels, plan, require=True)
+        block_threads = max(k.n_threads for k in kernels)
+    bodies = []  # device_steps: each kernel's body, its blocks as loops
     for kernel in kernels:
         name = f"{scop.function}_kernel{kernel.index}"
         buffers = list(plan.of_kernel(kernel.index).values()) if plan else []
@@ -261,17 +281,23 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         # so it is decided at known sizes only: a specialized program's, or the sizes a
         # parametric one is compiled for; a parametric program launched beyond CUDA's
         # limits is refused at launch (runtime/grid.check_launch says how to fold).
-        fold = at is not None and any(
+        fold = not device_steps and at is not None and any(
             may_exceed(e, t, fold_context, AXIS_LIMITS[k], step_values)
             for k, (e, t) in enumerate(zip(kernel.extent, kernel.tile, strict=True))
             if k > 0 or index64)
         if fold:
             body = _folded_ids(kernel, grid, itype)
+        elif device_steps:
+            body = []  # the block ids are loops around the body (_block_loops)
         else:
             body = [cgen.Line(f"const {itype} {b} = blockIdx.{AXES[k]};")
                     for k, b in enumerate(kernel.block_names)]
-        body += [cgen.Line(f"const int {t} = threadIdx.{AXES[k]};")
-                 for k, t in enumerate(kernel.thread_names)]
+        if device_steps:
+            body += [cgen.Line(f"const int {t} = {_thread_id(kernel, k)};")
+                     for k, t in enumerate(kernel.thread_names)]
+        else:
+            body += [cgen.Line(f"const int {t} = threadIdx.{AXES[k]};")
+                     for k, t in enumerate(kernel.thread_names)]
         if shared:
             tid = kernel.thread_names[0]  # the memory stage stages nothing without threads
             for k in range(1, kernel.n_mapped):
@@ -299,6 +325,9 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
                 body += staging.copy_loop(b, printer, kernel, scop, "out")
         if fold:
             body = _folded_loop(kernel, grid, body, values)
+        if device_steps:
+            bodies.append(_block_loops(kernel, grid, body, itype, block_threads))
+            continue
         decl = cgen.FunctionDeclaration(
             cgen.Value("__global__ void", f"__launch_bounds__({kernel.n_threads}) {name}"),
             _parameter_list(scop, args))
@@ -325,6 +354,12 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         ))
         if scop.host:
             steps.append(launch_steps(scop, kernel.statements, name))
+    host_iterators = scop.host
+    if device_steps:
+        parts.append(_steps_kernel(scop, kernels, bodies, args, block_threads, itype))
+        launches = [Launch(kernel=f"{scop.function}_steps", grid=("1", "1", "1"),
+                           block=(block_threads, 1, 1))]
+        steps, host_iterators = [], ()
     return KernelProgram(
         function=scop.function,
         source="\n\n".join(parts) + "\n",
@@ -333,7 +368,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         launches=tuple(launches),
         constants=tuple(sorted(constants)),
         specialized=tuple(scop.fixed_parameters.items()),
-        host_iterators=scop.host,
+        host_iterators=host_iterators,
         host_steps=str(union_set(steps)) if steps else "",
         index64=index64,
         index_bounds=() if values is not None or index64 else bounds,
@@ -385,3 +420,89 @@ def _folded_loop(kernel: TiledKernel, grid: list[str], body: list, values) -> li
         cgen.If(f"{_BLOCK} >= {total}", cgen.Statement("return")),
     ] + body
 
+
+
+# --- device steps: the host loops run in one thread block (generate(device_steps=True))
+
+_TID = "pg_tid"
+
+
+def device_steps_possible(scop: Scop, kernels: tuple[TiledKernel, ...],
+                          plan: MemoryPlan | None, require: bool = False) -> bool:
+    """Whether the kernels of a host step can run as phases of one block: there are
+    host loops; every kernel's threads fit one block; a kernel with fewer threads than
+    the block (it is guarded by its thread count) stages nothing in shared memory,
+    whose barriers all threads must reach; no dynamic shared memory."""
+    why = None
+    if not scop.host:
+        why = "there are no host loops"
+    else:
+        most = max(k.n_threads for k in kernels)
+        for k in kernels:
+            buffers = plan.of_kernel(k.index).values() if plan else ()
+            if any(b.space == "shared" for b in buffers) and k.n_threads != most:
+                why = (f"kernel {k.index} stages data in shared memory with "
+                       f"{k.n_threads} of the block's {most} threads")
+            if plan is not None and plan.shared_bytes(k.index) > STATIC_SHARED_BYTES:
+                why = f"kernel {k.index} needs dynamic shared memory"
+    if why and require:
+        raise ValueError(f"device steps impossible: {why}")
+    return why is None
+
+
+def _thread_id(kernel: TiledKernel, k: int) -> str:
+    """Thread coordinate ``k`` (x innermost) from the block's linear thread number."""
+    below = math.prod(kernel.threads[:k])
+    value = _TID if below == 1 else f"{_TID} / {below}"
+    return value if k + 1 == kernel.n_mapped else f"({value}) % {kernel.threads[k]}"
+
+
+def _block_loops(kernel: TiledKernel, grid: list[str], body: list, itype: str,
+                 block_threads: int) -> list:
+    """``body`` run for every block of the kernel's grid in turn, by the threads the
+    kernel uses (all when it uses the whole block), then a barrier for all."""
+    inner = cgen.Block(body)
+    for k in reversed(range(len(kernel.block_names))):
+        b = kernel.block_names[k]
+        inner = cgen.For(f"{itype} {b} = 0", f"{b} < {device_expression(grid[k])}",
+                         f"{b}++", inner)
+    inner = [inner]
+    if kernel.n_threads < block_threads:
+        inner = [cgen.If(f"{_TID} < {kernel.n_threads}", cgen.Block(inner))]
+    return inner + [cgen.Statement("__syncthreads()")]
+
+
+def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[list],
+                  args: tuple[Argument, ...], block_threads: int, itype: str) -> str:
+    """One kernel running the host loops: isl generates the loops over every
+    (step, kernel) in the launch order -- steps lexicographically, kernels in order --
+    and each kernel's body runs at its steps, the host iterators bound to the loop
+    values."""
+    schedule = None
+    n_host = len(scop.host)
+    for kernel in kernels:
+        name = f"{scop.function}_kernel{kernel.index}"
+        at = launch_steps(scop, kernel.statements, name)
+        m = isl.Map.identity(at.get_space().map_from_set()).intersect_domain(at)
+        m = insert_constants(m, n_host, [kernel.index]).reset_tuple_id(isl.dim_type.out)
+        m = isl.UnionMap.from_map(m)
+        schedule = m if schedule is None else schedule.union(m)
+    build = isl.AstBuild.from_context(schedule.params())
+    ast = build.node_from_schedule_map(schedule)
+    index = {f"{scop.function}_kernel{k.index}": body
+             for k, body in zip(kernels, bodies, strict=True)}
+
+    def user(name, values):
+        bind = [cgen.Line(f"const int {h} = {v};") for h, v in zip(scop.host, values,
+                                                                    strict=True)]
+        return bind + index[name]
+
+    emitter = Emitter(scop, 1, user=user, index64=itype != "int")
+    body = [cgen.Line(f"const int {_TID} = threadIdx.x;")] + emitter.node(ast)
+    decl = cgen.FunctionDeclaration(
+        cgen.Value("__global__ void",
+                   f"__launch_bounds__({block_threads}) {scop.function}_steps"),
+        _parameter_list(scop, args, host=False))
+    return ("// the host loops run on the device: one block, each host step's kernels "
+            "in order with a barrier after each\n"
+            + str(cgen.FunctionBody(decl, cgen.Block(body))))

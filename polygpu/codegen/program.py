@@ -3,7 +3,9 @@
 The plan is data, not host code, so every backend follows the same one: the CPU
 emulator generates its host loop from it, the GPU backend launches through PyCUDA.
 Kernels take the original function's arguments in signature order: integer and
-float scalars by value, arrays as flat row-major ``T *__restrict__`` pointers.
+float scalars by value, arrays as flat row-major ``T *__restrict__`` pointers; then one
+pointer per *scratch* array (an expanded temporary, :mod:`polygpu.transform.expand`),
+which the runtime allocates for the call and nobody sees.
 """
 
 from __future__ import annotations
@@ -21,12 +23,18 @@ from polygpu.model.scop import fix_parameters
 
 @dataclass(frozen=True)
 class Argument:
-    """One argument of the original function, as every kernel receives it."""
+    """One argument of the original function, as every kernel receives it, or a scratch
+    array (after the function's arguments; allocated by the runtime, never returned)."""
 
     name: str
-    kind: str  # 'scalar' | 'array'
+    kind: str  # 'scalar' | 'array' | 'scratch'
     dtype: str  # key of polygpu.frontend.ir.DTYPES
     shape: tuple[str, ...]  # arrays: extents as C integer expressions over the parameters
+
+    @property
+    def pointer(self) -> bool:
+        """Passed as a device pointer (an array or a scratch array)."""
+        return self.kind != "scalar"
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ class Array:
     shape_text: tuple[str, ...]  # the extents as the source wrote them
     shape_exprs: tuple[ir.IntExpr, ...]  # the extents as IR, for code generation
     extent: isl.Set
-    kind: str  # 'argument' | 'temporary'
+    kind: str  # 'argument' | 'temporary' | 'scratch' (transform/expand.py: runtime-allocated)
     loc: SourceLoc
 
     @property
@@ -178,8 +178,10 @@ class Scop:
 
     @property
     def program_arrays(self) -> tuple[Array, ...]:
-        """The arrays that are arguments of the function (not temporaries)."""
-        return tuple(a for a in self.arrays if a.kind == "argument")
+        """The arrays in global memory, which every kernel takes as pointers: the
+        function's array arguments and the scratch arrays the runtime allocates (not
+        scalar temporaries)."""
+        return tuple(a for a in self.arrays if a.kind in ("argument", "scratch"))
 
     @cached_property
     def domain(self) -> isl.UnionSet:

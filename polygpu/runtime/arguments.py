@@ -65,11 +65,31 @@ def device_array(interface: Mapping, where: str, dtype: np.dtype | str,
 
 
 @dataclass(frozen=True)
+class Scratch:
+    """A scratch array to allocate for one call (its shape evaluated at the call's
+    parameters): every backend allocates it itself -- the emulator in host memory, the
+    GPU on the device only -- poisoned (NaN, or all bits set for integers), because
+    the kernels write every element before they read it."""
+
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize
+
+    def host_array(self) -> np.ndarray:
+        dtype = np.dtype(self.dtype)
+        return np.full(self.shape, np.nan if dtype.kind == "f" else -1, dtype=dtype)
+
+
+@dataclass(frozen=True)
 class Bound:
-    """One argument with its value: a numpy scalar of the argument's dtype, or the array."""
+    """One argument with its value: a numpy scalar of the argument's dtype, the array,
+    or for a scratch array its :class:`Scratch`."""
 
     argument: Argument
-    value: np.generic | np.ndarray
+    value: np.generic | np.ndarray | DeviceArray | Scratch
 
 
 def bind(program: KernelProgram, values: Mapping[str, object],
@@ -82,12 +102,16 @@ def bind(program: KernelProgram, values: Mapping[str, object],
     size is checked too.  With ``device_arrays`` (the GPU), an array may also be a
     :class:`DeviceArray` or any object with ``__cuda_array_interface__``.
     """
-    missing = [a.name for a in program.arguments if a.name not in values]
+    missing = [a.name for a in program.arguments
+               if a.name not in values and a.kind != "scratch"]
     if missing:
         raise ValueError(f"{program.function}: no value for {', '.join(missing)}")
     params = program.parameter_values(values)
     out = []
     for a in program.arguments:
+        if a.kind == "scratch":
+            out.append(Bound(a, _scratch(program, a, params)))
+            continue
         v = values[a.name]
         dtype = np.dtype(a.dtype)
         if a.kind == "scalar":
@@ -160,6 +184,15 @@ def check_aliasing(function: str, bound: tuple[Bound, ...],
                 why = f"the region writes {' and '.join(repr(n) for n in writes)}"
             raise PolygpuError(f"{function}(): arguments '{a}' and '{b}' share memory, and "
                                f"{why}; pass separate arrays (e.g. a .copy())")
+
+
+def _scratch(program: KernelProgram, a: Argument, params: Mapping[str, int]) -> Scratch:
+    try:
+        shape = tuple(max(grid.evaluate(e, params), 0) for e in a.shape)
+    except grid.GridExpressionError as e:  # pragma: no cover - expand.py prints affine ones
+        raise PolygpuError(f"{program.function}: the shape of scratch array {a.name} "
+                           f"cannot be evaluated: {e}") from None
+    return Scratch(shape, a.dtype)
 
 
 def _size(a: Argument, params: Mapping[str, int]) -> int | None:

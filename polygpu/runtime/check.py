@@ -74,7 +74,14 @@ def check_program(
     :class:`~polygpu.runtime.device.Device`) and the original function of ``spec`` on the
     same random inputs, at the integer parameters ``params``, and compare.  The program
     runs through the device layer, as the API runs it.  Float scalar parameters take
-    their value from ``scalars`` (``-p alpha=1.5``) where given, else a random one."""
+    their value from ``scalars`` (``-p alpha=1.5``) where given, else a random one.
+
+    ``scop`` is the model of the *original* function (``Compiled.source_scop``), not the
+    transformed one the kernels were generated from: its footprints say what the caller
+    sees written, and its parallel loops may run the reference on several threads."""
+    if any(a.kind == "scratch" for a in scop.arrays):
+        raise ValueError(f"{scop.function}: check_program needs the original model "
+                         "(Compiled.source_scop), not the transformed one")
     device = _backend(backend)
     source = load(spec, function=scop.function, defines=defines, include_dirs=include_dirs)
     _check_signature(program, source)
@@ -258,7 +265,7 @@ def _params_text(ints: Mapping[str, int]) -> str:
 def _check_signature(program: KernelProgram, source: ir.Program) -> None:
     """The kernel program must take the original arguments, in order, with their dtypes."""
     dtypes = {p.name: p.dtype for p in source.params} | {a.name: a.dtype for a in source.arrays}
-    got = [(a.name, a.dtype) for a in program.arguments]
+    got = [(a.name, a.dtype) for a in program.arguments if a.kind != "scratch"]
     want = [(n, dtypes[n]) for n in source.signature]
     if got != want:
         raise ValueError(

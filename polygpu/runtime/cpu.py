@@ -71,7 +71,7 @@ def host_source(program: KernelProgram) -> str:
     )
     concurrent = "true" if "__syncthreads" in program.source else "false"
     params = ", ".join(
-        f"{DTYPES[a.dtype][0]} {'*' if a.kind == 'array' else ''}{a.name}"
+        f"{DTYPES[a.dtype][0]} {'*' if a.pointer else ''}{a.name}"
         for a in program.arguments
     )
     names = ", ".join([a.name for a in program.arguments] + list(program.host_iterators))
@@ -141,11 +141,16 @@ class CpuProgram:
         fn = lib.polygpu_run
         fn.restype = ctypes.c_int
         fn.argtypes = [
-            ctypes.c_void_p if b.argument.kind == "array" else _CTYPES[b.argument.dtype]
+            ctypes.c_void_p if b.argument.pointer else _CTYPES[b.argument.dtype]
             for b in bound
         ]
+        # scratch arrays live for this call only (kept referenced until it returns)
+        scratch = {b.argument.name: b.value.host_array() for b in bound
+                   if b.argument.kind == "scratch"}
         args = [
-            b.value.ctypes.data if b.argument.kind == "array" else b.value.item() for b in bound
+            scratch[b.argument.name].ctypes.data if b.argument.kind == "scratch"
+            else b.value.ctypes.data if b.argument.kind == "array" else b.value.item()
+            for b in bound
         ]
         if self.program.host_iterators:
             if steps is None:

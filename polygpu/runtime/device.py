@@ -17,10 +17,11 @@ A :class:`Device` (:class:`CpuEmulator` or :class:`GpuDevice`) does, for one cal
    program refuses others), every host step of ``program.steps`` in order, each launch's
    grid evaluated (:mod:`polygpu.runtime.grid`) and checked against CUDA's limits;
 3. **run** the plan: the emulator through its compiled ``polygpu_run`` with the plan's
-   step list; the GPU by allocating and copying NumPy arrays (after checking free device
-   memory), copying ``__constant__`` arrays, opting kernels into more than 48 KiB of
-   dynamic shared memory, launching every step, synchronising and copying back the
-   arrays the region writes;
+   step list; the GPU by allocating and copying NumPy arrays and allocating the scratch
+   arrays of expanded temporaries (after checking free device memory for both; scratch
+   arrays are poisoned, never copied in or back), copying ``__constant__`` arrays,
+   opting kernels into more than 48 KiB of dynamic shared memory, launching every step,
+   synchronising and copying back the arrays the region writes;
 4. **time** runs (:meth:`Device.time`): several argument sets used in turn (the tuner's
    L2 rotation); CUDA events on the GPU, the wall clock on the emulator.
 
@@ -50,7 +51,7 @@ import numpy as np
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 from polygpu.runtime import grid
-from polygpu.runtime.arguments import Bound, DeviceArray, bind, check_aliasing
+from polygpu.runtime.arguments import Bound, DeviceArray, Scratch, bind, check_aliasing
 from polygpu.runtime.compiler import CompileError
 
 __all__ = [
@@ -371,7 +372,7 @@ class GpuDevice:
             if loaded is not None:
                 return loaded
             module = self.module(program)
-            types = ["P" if a.kind == "array" else np.dtype(a.dtype)
+            types = ["P" if a.pointer else np.dtype(a.dtype)
                      for a in program.arguments] + ["i"] * len(program.host_iterators)
             shared: dict[str, int] = {}
             for launch in program.launches:
@@ -410,7 +411,9 @@ class GpuDevice:
         bound, plan = _bind(self.kind, program, values, written)
         buffers: dict[str, object] = {}
         with self.active() as cuda:
-            need = sum(b.value.nbytes for b in bound if isinstance(b.value, np.ndarray))
+            # the NumPy arrays copied in and the scratch arrays allocated for the call
+            need = sum(b.value.nbytes for b in bound
+                       if isinstance(b.value, np.ndarray | Scratch))
             if need:
                 free, _total = cuda.mem_get_info()
                 if need > free:
@@ -421,10 +424,14 @@ class GpuDevice:
             try:
                 pointers, sizes = {}, {}
                 for b in bound:
-                    if b.argument.kind != "array":
+                    if not b.argument.pointer:
                         continue
                     name, v = b.argument.name, b.value
-                    if isinstance(v, np.ndarray):
+                    if isinstance(v, Scratch):  # device memory only, poisoned, never copied
+                        buffers[name] = cuda.mem_alloc(max(v.nbytes, 1))
+                        cuda.memset_d8(buffers[name], 0xFF, v.nbytes)  # NaN, or -1
+                        pointers[name], sizes[name] = int(buffers[name]), v.nbytes
+                    elif isinstance(v, np.ndarray):
                         buffers[name] = cuda.mem_alloc(max(v.nbytes, 1))
                         cuda.memcpy_htod(buffers[name], v)
                         pointers[name], sizes[name] = int(buffers[name]), v.nbytes
@@ -435,7 +442,7 @@ class GpuDevice:
                 for name in program.constants:
                     symbol, size = loaded.module.get_global(f"{name}_const")
                     cuda.memcpy_dtod(symbol, pointers[name], min(size, sizes[name]))
-                args = [pointers[b.argument.name] if b.argument.kind == "array" else b.value
+                args = [pointers[b.argument.name] if b.argument.pointer else b.value
                         for b in bound]
                 call.launches = [
                     (loaded.functions[s.index], s.grid, s.block, s.shared_bytes,
@@ -548,6 +555,8 @@ class GpuCall:
         with self.device.active() as cuda:
             for b in self.bound:
                 name = b.argument.name
+                if b.argument.kind == "scratch":
+                    continue  # the call's own memory, not the caller's
                 if name in self.buffers and (self.written is None or name in self.written):
                     cuda.memcpy_dtoh(b.value, self.buffers[name])
 

@@ -13,14 +13,20 @@ of a per-step region (:func:`step_scop`): the whole optimizer -- dependences, sc
 tiling, memory placement, code generation -- runs on that region unchanged, and the
 kernels receive the host iterators as extra integer arguments.
 
-Two kinds of ``H`` are proposed (:func:`host_schedules`):
+Three kinds of ``H`` are proposed (:func:`host_schedules`):
 
 * ``loops`` -- the outermost loops that carry a dependence (and whose enclosing loops
   all do) with the statement-order constants of the original 2d+1 schedule around
   them, so a statement after a host loop gets its own steps;
 * ``wavefront`` -- when those loops are *all* of a perfect nest's loops (Gauss-Seidel:
   every loop carries a dependence), one hyperplane ``c . x`` that every dependence
-  crosses forwards; a step is one wavefront, whose instances are independent.
+  crosses forwards; a step is one wavefront, whose instances are independent;
+* ``isl`` -- the first member of the outermost band of isl's schedule when it is not
+  coincident (isl asked for outer coincidence, so it splits a sequential pivot off as
+  a band of its own), with the position of a top-level sequence around it.  The
+  original loops of row-oriented LU or Cholesky give poor host schedules (LU's ``i``,
+  ``j`` and ``k`` all carry dependences: five host dimensions); isl finds the pivot
+  ``k`` of right-looking LU, one host loop whose steps are parallel.
 
 Nothing here is trusted: the scheduler proves every host transformation against the
 original dependences (host dimensions as global barriers) before offering it.
@@ -36,6 +42,7 @@ import islpy as isl
 from polygpu.model.analysis import Analysis
 from polygpu.model.dependences import maps_of
 from polygpu.model.scop import Scop, Statement
+from polygpu.schedule.isl_fallback import isl_schedule
 
 MAX_WAVEFRONT_COEFFICIENT = 4
 
@@ -207,15 +214,87 @@ def wavefront(an: Analysis) -> HostSchedule | None:
     return None
 
 
+_nt = isl.schedule_node_type
+
+
+def _host_member(node: isl.ScheduleNode) -> isl.UnionMap | None:
+    """``S -> [h]``: the first member of the band at ``node`` (below filters and
+    marks), if it is not coincident; None otherwise."""
+    while node.get_type() not in (_nt.band, _nt.sequence, _nt.set, _nt.leaf):
+        node = node.child(0)
+    if node.get_type() != _nt.band or node.band_member_get_coincident(0):
+        return None
+    partial = node.band_get_partial_schedule_union_map().intersect_domain(node.get_domain())
+    members = node.band_n_member()
+    names = ", ".join(f"d{k}" for k in range(members))
+    return partial.apply_range(isl.UnionMap(f"{{ [{names}] -> [d0] }}"))
+
+
+def _with_position(umap: isl.UnionMap, position: int) -> list[isl.Map]:
+    """Each map of ``umap`` (``S -> [h]``) as ``S -> [position, h]``."""
+    out = []
+    for m in maps_of(umap):
+        m = m.insert_dims(isl.dim_type.out, 0, 1).fix_val(isl.dim_type.out, 0,
+                                                          isl.Val(position))
+        out.append(m.reset_tuple_id(isl.dim_type.out))
+    return out
+
+
+def isl_host(an: Analysis) -> HostSchedule | None:
+    """The ``isl`` host schedule (module doc), or None when isl's outermost band (of
+    the region, or of each part of a top-level sequence) starts coincident."""
+    scop = an.scop
+    if all(lp.parallel or lp.reduction for lp in an.loops):
+        return None  # no loop carries a dependence: nothing for the host to run
+    schedule = isl_schedule(an, outer_coincidence=True)
+    if schedule is None:
+        return None
+    node = schedule.get_root().child(0)
+    while node.get_type() not in (_nt.band, _nt.sequence, _nt.set, _nt.leaf):
+        node = node.child(0)
+    if node.get_type() == _nt.band:
+        h = _host_member(node)
+        if h is None:
+            return None
+        maps = [m.reset_tuple_id(isl.dim_type.out) for m in maps_of(h)]
+    elif node.get_type() in (_nt.sequence, _nt.set):
+        order = {s.name: k for k, s in enumerate(scop.statements)}
+        parts = []
+        for k in range(node.n_children()):
+            child = node.child(k)
+            h = _host_member(child)
+            if h is None:  # one step for the whole part
+                below = child.child(0) if child.get_type() == _nt.filter else child
+                zero = isl.UnionMap.from_domain(below.get_domain())
+                h = zero.apply_range(isl.UnionMap("{ [] -> [0] }"))
+                found = False
+            else:
+                found = True
+            first = min(order[m.get_tuple_name(isl.dim_type.in_)] for m in maps_of(h))
+            parts.append((first, h, found))
+        if not any(found for _, _, found in parts):
+            return None
+        if node.get_type() == _nt.set:  # independent parts: take the textual order
+            parts.sort(key=lambda p: p[0])
+        maps = [m for pos, (_, h, _) in enumerate(parts) for m in _with_position(h, pos)]
+    else:
+        return None
+    maps = _drop_constant_dims([m for m in maps if not m.is_empty()])
+    if not maps or maps[0].dim(isl.dim_type.out) == 0:
+        return None
+    names = _free_names(scop, maps[0].dim(isl.dim_type.out))
+    return HostSchedule(_union(maps, scop.context), names, "isl")
+
+
 def host_schedules(an: Analysis) -> list[HostSchedule]:
-    """The host schedules worth trying for ``an``'s region, preferred first."""
+    """The host schedules worth trying for ``an``'s region, preferred first (an
+    ``isl`` one only where it differs from the ``loops`` one)."""
     found = []
-    loops = host_loops(an)
-    if loops is not None:
-        found.append(loops)
-    wave = wavefront(an)
-    if wave is not None:
-        found.append(wave)
+    for make in (host_loops, wavefront, isl_host):
+        host = make(an)
+        if host is not None and not any(
+                h.schedule.is_equal(host.schedule) for h in found):
+            found.append(host)
     return found
 
 

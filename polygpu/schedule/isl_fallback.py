@@ -85,16 +85,30 @@ def _kernels(an: Analysis, node: isl.ScheduleNode) -> list[KernelSchedule]:
     return _kernels(an, node.child(0))  # domain, filter, mark, ...: look below
 
 
-def isl_transformation(an: Analysis) -> Transformation | None:
-    """isl's schedule as a transformation (not yet proven), None if isl fails."""
+def isl_schedule(an: Analysis, outer_coincidence: bool = False) -> isl.Schedule | None:
+    """isl's schedule of the region (every dependence as validity, coincidence and
+    proximity), None if isl fails.  ``outer_coincidence`` asks isl to make the outer
+    band members coincident where it can, or else to split off the non-coincident
+    ones as a band of their own: how a pivot or time loop shows as a separate band
+    (:func:`polygpu.schedule.host.isl_host`)."""
     scop = an.scop
     deps = an.dependences.union()
+    ctx = scop.context.get_ctx()
+    before = ctx.get_schedule_outer_coincidence()
+    ctx.set_schedule_outer_coincidence(int(outer_coincidence))
     try:
-        schedule = (isl.ScheduleConstraints.on_domain(scop.domain)
-                    .set_context(scop.context).set_validity(deps)
-                    .set_coincidence(deps).set_proximity(deps).compute_schedule())
+        return (isl.ScheduleConstraints.on_domain(scop.domain)
+                .set_context(scop.context).set_validity(deps)
+                .set_coincidence(deps).set_proximity(deps).compute_schedule())
     except isl.Error:
         return None
+    finally:
+        ctx.set_schedule_outer_coincidence(before)
+
+
+def isl_transformation(an: Analysis) -> Transformation | None:
+    """isl's schedule as a transformation (not yet proven), None if isl fails."""
+    schedule = isl_schedule(an)
     if schedule is None:
         return None
     kernels = tuple(_kernels(an, schedule.get_root()))

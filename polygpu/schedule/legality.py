@@ -1,17 +1,26 @@
 """Proving a GPU schedule legal against the exact dependences, with isl.
 
 A GPU execution schedule maps every statement instance to a point ``[d0, ..., dn]``
-whose dimensions have one of three kinds, in this order:
+whose dimensions have one of these kinds, in this order:
 
 * ``global`` -- sequential with a global barrier between values: the kernel index,
   host loops that launch kernels;
+* ``block`` -- pick the executing thread block, in kernels with barriers;
+* ``barrier`` -- sequential loops that every thread of a block runs alike, with
+  ``__syncthreads()`` between consecutive values: the phases of a kernel, a time or
+  pivot loop run on the device;
 * ``parallel`` and ``local`` (in any interleaving) -- ``parallel`` dimensions pick the
-  executing block or thread, ``local`` ones order the instances one thread executes.
+  executing block or thread (without ``barrier`` dimensions the two are alike), ``local``
+  ones order the instances one thread executes.
 
 Instance ``x`` is guaranteed to run before ``y`` exactly when a ``global`` dimension
-separates them (equal before it, ``x`` smaller at it), or when they agree on all
-``global`` and ``parallel`` dimensions (same thread) and ``x`` is lexicographically
-before ``y`` on the ``local`` ones.  A schedule is legal when that holds for every
+separates them (equal before it, ``x`` smaller at it); or when they agree on all
+``global`` and ``block`` dimensions (same block) and a ``barrier`` dimension separates
+them; or when they agree on all ``global``, ``block``, ``barrier`` and ``parallel``
+dimensions (same thread, same phase) and ``x`` is lexicographically before ``y`` on the
+``local`` ones.  So a dependence may cross threads inside a kernel only if it stays in
+one block and a barrier lies between its ends; one that crosses blocks needs a kernel
+boundary.  A schedule is legal when that holds for every
 dependence pair; the check works on the dependence distances (isl ``deltas``), so it
 is exact and parametric.  An illegal schedule is a polygpu bug, never output.
 """
@@ -25,7 +34,7 @@ import islpy as isl
 from polygpu.model.dependences import Dependences, maps_of, union_of
 from polygpu.schedule.transformation import Transformation
 
-KINDS = ("global", "parallel", "local")
+KINDS = ("global", "block", "barrier", "parallel", "local")
 
 
 class LegalityError(Exception):
@@ -40,11 +49,11 @@ class ExecutionSchedule:
     kinds: tuple[str, ...]
 
     def __post_init__(self):
-        n_global = sum(1 for k in self.kinds if k == "global")
-        if any(k not in KINDS for k in self.kinds) or self.kinds[:n_global] != (
-            ("global",) * n_global
-        ):
-            raise ValueError(f"bad dimension kinds {self.kinds}: global ones come first")
+        rank = {"global": 0, "block": 1, "barrier": 2, "parallel": 3, "local": 3}
+        if any(k not in KINDS for k in self.kinds) or [rank[k] for k in self.kinds] != sorted(
+                rank[k] for k in self.kinds):
+            raise ValueError(f"bad dimension kinds {self.kinds}: global, block and barrier "
+                             "ones come first, in this order")
 
 
 def _orders(kinds: tuple[str, ...]) -> isl.Set:
@@ -69,6 +78,11 @@ def _orders(kinds: tuple[str, ...]) -> isl.Set:
     globals_ = [k for k, kind in enumerate(kinds) if kind == "global"]
     for pos, k in enumerate(globals_):
         good = good.union(equal(globals_[:pos]).intersect(dim(k).gt_set(zero)))
+    same_block = equal(globals_ + [k for k, kind in enumerate(kinds) if kind == "block"])
+    barriers = [k for k, kind in enumerate(kinds) if kind == "barrier"]
+    for pos, k in enumerate(barriers):
+        good = good.union(same_block.intersect(equal(barriers[:pos]))
+                          .intersect(dim(k).gt_set(zero)))
     same_thread = equal([k for k, kind in enumerate(kinds) if kind != "local"])
     local = [k for k, kind in enumerate(kinds) if kind == "local"]
     for pos, k in enumerate(local):

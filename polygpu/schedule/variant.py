@@ -22,7 +22,7 @@ from polygpu.errors import PolygpuError
 
 MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
 MAX_THREADS = 1024
-PROGRAM_WIDE = ("candidate", "specialize", "kernels")
+PROGRAM_WIDE = ("candidate", "specialize", "device_steps", "kernels")
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,9 @@ class Variant:
     # bake the parameter values into the code (they then must be given to compile, and
     # the kernels run only at those values): constant bounds, no guards for whole tiles
     specialize: bool = False
+    # host loops run on the device, in one thread block with a barrier after every
+    # kernel of a step (codegen/cuda.py): one launch instead of one per kernel and step
+    device_steps: bool = False
     # per-kernel overrides: (kernel index, ((field, value), ...)), sorted by index
     kernels: tuple[tuple[int, tuple[tuple[str, object], ...]], ...] = ()
 

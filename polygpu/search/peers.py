@@ -55,6 +55,7 @@ from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
 from polygpu.model.atomic import sum_update
 from polygpu.model.scop import Access, Scop, Statement
+from polygpu.params import parse_params
 
 BLAS_DTYPES = {"float32": "s", "float64": "d"}
 
@@ -657,9 +658,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         scop = build_scop(load(args.spec, args.function, args.defines, args.include_dirs))
-        from polygpu.cli import _parse_params  # the CLI's -p NAME=VALUE rules
-
-        params = _parse_params(args.params)
+        params = parse_params(args.params)  # the CLI's -p NAME=VALUE rules
         calls = match_blas(scop)
         out: dict = {"calls": [c.describe(params if params else None) for c in calls]}
         if calls and not args.no_time:

@@ -97,9 +97,10 @@ def rotations(total_bytes: int, l2_bytes: int, cap: int = MAX_ROTATIONS) -> int:
 
 @dataclass(frozen=True)
 class Cubin:
-    """One candidate compiled for one architecture: the binary and ptxas' report."""
+    """One candidate compiled for one architecture: the binary and ptxas' report
+    (``binary`` None: resources from a rule, no compiler -- the runner compiles)."""
 
-    binary: bytes
+    binary: bytes | None
     arch: str
     resources: Mapping[str, Resources]  # per kernel (C linkage names)
     log: str  # nvcc's output (the ptxas -v report)

@@ -40,7 +40,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
@@ -99,7 +99,8 @@ def shapes(prepared: Prepared, params: Mapping[str, int], limit: int) -> list[Sh
     an = prepared.analysis
     result = []
     for c, tr in enumerate(prepared.candidates[:limit]):
-        kernels = tile(an.scop, an.dependences_with(tr.atomic), tr,
+        step = tr.step or an  # with host loops: the kernels of one step
+        kernels = tile(step.scop, step.dependences_with(tr.atomic), tr,
                        Variant(candidate=c, tile=(1,), threads=(1,)))
         n = max(k.n_mapped for k in kernels)
         extents = [1] * n
@@ -224,8 +225,24 @@ def variants(shape: Shape, options: SpaceOptions) -> list[Variant]:
     return result
 
 
+DEVICE_STEP_VARIANTS = 4
+
+
 def space(prepared: Prepared, params: Mapping[str, int],
           options: SpaceOptions = SpaceOptions()) -> list[Variant]:
-    """The whole space of a prepared region at ``params``."""
-    return [v for s in shapes(prepared, params, options.candidates)
-            for v in variants(s, options)]
+    """The whole space of a prepared region at ``params``; for a candidate with host
+    loops also a few of its variants with the loops run on the device in one block
+    (``device_steps``: one launch instead of one per step, which only measurement can
+    weigh against a whole GPU per step), shared staging off so every kernel can take it."""
+    result = []
+    for s in shapes(prepared, params, options.candidates):
+        found = variants(s, options)
+        result += found
+        if prepared.candidates[s.candidate].host is not None:
+            seen = set()
+            for v in found:
+                device = replace(v, device_steps=True, shared=False, prefetch=False)
+                if device not in seen and len(seen) < DEVICE_STEP_VARIANTS:
+                    seen.add(device)
+                    result.append(device)
+    return result

@@ -9,12 +9,14 @@
    forked from a fresh ``python -m polygpu.search.runner --compile`` child, never spawned
    from the caller's process, so a plain script without an ``if __name__ ==
    "__main__":`` guard is not re-run in each worker.
-3. **Prune** (strategy ``model`` only):
+3. **Prune** (strategy ``model`` only; each strategy is a function of
+   :mod:`polygpu.search.strategies`, the rules are :mod:`polygpu.search.pruning`):
 
    * *traffic*: drop structures whose modelled global loads and stores exceed the fewest
      by more than ``traffic_slack`` percent (the paper's p);
-   * *occupancy*: nvcc compiles the survivors (in parallel, no GPU needed) and ptxas
-     reports registers and shared memory; with the target's limits (the device's, sm_90
+   * *occupancy*: the resource oracle (:mod:`polygpu.search.resources`: nvcc compiles
+     the survivors in parallel, no GPU needed, and ptxas reports registers and shared
+     memory); with the target's limits (the device's, sm_90
      without one) this gives resident warps per SM.  A variant's *concurrency* is the
      fraction of the whole GPU's warp slots its launch can fill (resident warps per SM,
      and no more blocks than the grid has).  Drop variants below ``min_concurrency``
@@ -22,7 +24,8 @@
      {T, T/2, T/4} threads per block, T being the largest warp multiple the kernel's
      registers allow.
 
-4. **Order and budget**: ``model`` times survivors by :func:`predicted_cost` (per
+4. **Order and budget**: ``model`` times survivors by :func:`~polygpu.search.cost.
+   predicted_cost` (per
    launch, the longer of the modelled traffic over the bandwidth and the instances'
    FMAs and operand loads over the issue rate, both scaled by how much of the GPU that
    launch's grid and concurrency can use; summed over the launches and their host
@@ -46,7 +49,6 @@ import math
 import multiprocessing
 import os
 import pickle
-import random
 import subprocess
 import sys
 import tempfile
@@ -60,6 +62,8 @@ from polygpu.errors import PolygpuError
 from polygpu.model.bounds import require_in_bounds
 from polygpu.runtime.grid import launch_blocks
 from polygpu.schedule.variant import Variant
+from polygpu.search.candidate import Candidate, LaunchCost
+from polygpu.search.cost import LAUNCH_SECONDS, model_order, model_times, predicted_cost
 from polygpu.search.measurement import (
     Environment,
     Job,
@@ -68,11 +72,18 @@ from polygpu.search.measurement import (
     canonical,
     source_hash,
 )
-from polygpu.search.occupancy import SM_90, Limits, occupancy
+from polygpu.search.occupancy import SM_90, Limits
+from polygpu.search.pool import Pool
+from polygpu.search.pruning import REGISTERS_PER_BLOCK, concurrency, register_limited_threads
+from polygpu.search.resources import ResourceOracle
 from polygpu.search.space import SpaceOptions
+from polygpu.search.strategies import STRATEGIES
 
-STRATEGIES = ("model", "exhaustive", "random")
-REGISTERS_PER_BLOCK = 65536
+# the search's vocabulary, read from here by the API, the report and the scripts
+__all__ = ["LAUNCH_SECONDS", "REGISTERS_PER_BLOCK", "STRATEGIES", "Candidate", "LaunchCost",
+           "Measurement", "Progress", "TuneOptions", "TuneResult", "check_parameters",
+           "compile_worker", "concurrency", "model_order", "model_times", "predicted_cost",
+           "register_limited_threads", "tune"]
 
 
 @dataclass(frozen=True)
@@ -96,58 +107,6 @@ class TuneOptions:
             raise PolygpuError("--budget must be at least 1")
         if self.traffic_slack < 0 or not 0 <= self.min_concurrency <= 1:
             raise PolygpuError("--traffic-slack >= 0 and 0 <= --min-concurrency <= 1")
-
-
-@dataclass(frozen=True)
-class LaunchCost:
-    """One launch of a candidate as the cost model sees it, over all its ``runs`` (its
-    host steps; 1 without host loops): modelled global traffic, statement instances and
-    operand loads, and the grid.  ``concurrency`` comes from ptxas (None before nvcc).
-    The model prices each launch on its own: a small reduction kernel of 16 blocks
-    beside a wide product kernel is slow because of its grid, whatever the product's."""
-
-    kernel: str
-    runs: int
-    traffic_bytes: int
-    instances: int
-    operand_loads: int
-    blocks: int
-    prefetched: bool = False
-    concurrency: float | None = None
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One variant and what the search learnt about it.
-
-    ``stage`` is where it stopped: ``timed`` (it has a measurement), ``reused`` (its
-    measurement came from the database), ``pruned-traffic``, ``pruned-spills``,
-    ``pruned-occupancy``, ``pruned-threads``, ``duplicate`` (same code as
-    ``duplicate_of``), ``invalid`` (polygpu or nvcc could not compile it: ``reason``),
-    ``budget`` (not reached)."""
-
-    key: str
-    variant: Variant
-    stage: str
-    reason: str = ""
-    traffic_bytes: int | None = None
-    instances: int = 0  # statement instances (one arithmetic instruction each, modelled)
-    operand_loads: int = 0  # load instructions for their operands (operand_loads model)
-    prefetched: bool = False  # some shared copy-in is prefetched through registers
-    shared_bytes: int = 0
-    threads: int = 0  # per block (the largest over the launches)
-    blocks: int = 0  # in the largest grid
-    registers: int | None = None
-    spill_bytes: int = 0  # ptxas's spill stores + loads, all kernels
-    occupancy: float | None = None  # resident warps / maximum, per SM (widest launch)
-    concurrency: float | None = None  # fraction of the GPU's warp slots (widest launch)
-    duplicate_of: str = ""
-    measurement: Measurement | None = None
-    launches: tuple[LaunchCost, ...] = ()  # per launch; () = one, as the totals say
-
-    @property
-    def score(self) -> float:
-        return self.measurement.score if self.measurement else math.inf
 
 
 @dataclass(frozen=True)
@@ -315,109 +274,6 @@ def compile_worker(directory: Path) -> int:
     return 0
 
 
-# ------------------------------------------------------------------------------- prune
-
-
-def _main_grid(c: Candidate) -> int:
-    """Blocks of the launch that moves the most data (the one that sets the time)."""
-    if not c.launches:
-        return c.blocks
-    return max(c.launches, key=lambda x: x.traffic_bytes).blocks
-
-
-def register_limited_threads(registers: int, limits: Limits = SM_90) -> int:
-    """T: the most threads per block (a warp multiple, <= 1024) that ``registers`` per
-    thread allow, registers being allocated per warp in units of 256."""
-    per_warp = -(-max(registers, 1) * limits.warp_size // limits.register_unit) \
-        * limits.register_unit
-    warps = min(REGISTERS_PER_BLOCK // per_warp, 1024 // limits.warp_size)
-    return warps * limits.warp_size
-
-
-def concurrency(threads: int, registers: int, shared: int, blocks: int, sms: int,
-                limits: Limits = SM_90) -> tuple[float, float]:
-    """(occupancy per SM, fraction of the GPU's warp slots a grid of ``blocks`` fills).
-
-    The second counts only the blocks that can be resident at once, and a grid of fewer
-    blocks than SMs leaves SMs idle: 8 blocks of 1024 threads fill 8 SMs, not 4 % of
-    every SM."""
-    occ = occupancy(threads, registers, shared, limits)
-    if occ.blocks_per_sm == 0:
-        return 0.0, 0.0
-    warps = -(-threads // limits.warp_size)
-    resident = min(blocks, occ.blocks_per_sm * sms) * warps
-    return occ.fraction, resident / (sms * limits.max_threads_per_sm // limits.warp_size)
-
-
-def active_sms(blocks: int, sms: int) -> float:
-    """The fraction of SMs a grid of ``blocks`` gives work to."""
-    return min(1.0, blocks / sms)
-
-
-SATURATION = 0.25  # concurrency from which memory-level parallelism stops helping
-# ... from which issue stops helping: two warps per scheduler whose register tiles give
-# each many independent FMAs (mm's 8 x 8 tiles at 8 warps per SM reach 0.8x cuBLAS)
-ISSUE_SATURATION = 0.125
-
-
-# what one launch costs beyond its work: the launch latency of back-to-back launches
-# (a few microseconds); what a host loop of thousands of steps pays per step
-LAUNCH_SECONDS = 3e-6
-
-
-def _launches(c: Candidate) -> tuple[LaunchCost, ...]:
-    """``c``'s launches; one standing for them all when only the totals are known."""
-    return c.launches or (LaunchCost("", 1, c.traffic_bytes or 0, c.instances,
-                                     c.operand_loads, c.blocks, c.prefetched,
-                                     c.concurrency),)
-
-
-def _launch_times(x: LaunchCost, limits: Limits) -> tuple[float, float]:
-    sms = limits.multiprocessors
-    active = active_sms(max(x.blocks, 1), sms)
-    concurrency_ = max(x.concurrency or 0.0, 1e-6)
-    # a prefetching staged kernel issues a tile's loads a whole tile before their use:
-    # its warps do not wait for DRAM, so concurrency need not hide the latency
-    memory_share = active * (1.0 if x.prefetched else min(1.0, concurrency_ / SATURATION))
-    issue_share = active * min(1.0, concurrency_ / ISSUE_SATURATION)
-    memory = x.traffic_bytes / limits.dram_bytes_per_s / max(memory_share, 1e-9)
-    issue = (x.instances + x.operand_loads) / (
-        sms * limits.fp32_lanes_per_sm * limits.clock_hz) / max(issue_share, 1e-9)
-    return memory, issue
-
-
-def model_times(c: Candidate, limits: Limits = SM_90) -> tuple[float, float]:
-    """(memory, issue) seconds of the model, summed over the launches (see
-    :func:`predicted_cost`)."""
-    times = [_launch_times(x, limits) for x in _launches(c)]
-    return sum(m for m, _ in times), sum(i for _, i in times)
-
-
-def predicted_cost(c: Candidate, limits: Limits = SM_90) -> float:
-    """The model's order for timing (a budget times the most promising first), in
-    seconds: per launch, the longer of
-
-    * the memory time: modelled traffic over the DRAM bandwidth, and
-    * the issue time: one instruction per statement instance plus its operand loads
-      (:mod:`polygpu.memory.operand_loads`) over the GPU's FP32 issue rate --
-      what orders compute-bound kernels like mm, whose traffic a good tiling has made
-      small: bigger register tiles and vector loads need fewer loads per FMA;
-
-    each over the share of the GPU that launch can use: the SMs its grid occupies and,
-    on each, its concurrency up to what hides latency (a quarter of the warp slots for
-    loads, unless the kernel prefetches; an eighth for issue); summed over the launches,
-    plus :data:`LAUNCH_SECONDS` per run of each.  Only an order: the times decide."""
-    return sum(max(_launch_times(x, limits)) + x.runs * LAUNCH_SECONDS
-               for x in _launches(c))
-
-
-def model_order(c: Candidate, limits: Limits = SM_90) -> tuple:
-    """Sort key of the ``model`` strategy: predicted cost, then the sum of the two
-    times (of two compute-bound variants, the one with less traffic), then the key."""
-    memory, issue = model_times(c, limits)
-    return (predicted_cost(c, limits), memory + issue, c.key)
-
-
 def check_parameters(params: Mapping[str, int], variant: Variant) -> dict[str, int]:
     """Sizes of the reference check: each parameter at most two block tiles plus an odd
     remainder (so full tiles, partial tiles and the time tile's remainder all run), and
@@ -444,8 +300,11 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
          function: str | None = None, options: TuneOptions = TuneOptions(),
          database=None, limits: Limits | None = None,
          arch: str | None = None,
-         progress: Callable[[Progress], None] | None = None) -> TuneResult:
-    """Search the variants of ``spec``'s region at ``params`` (see the module doc)."""
+         progress: Callable[[Progress], None] | None = None,
+         oracle: ResourceOracle | None = None) -> TuneResult:
+    """Search the variants of ``spec``'s region at ``params`` (see the module doc);
+    ``oracle`` tells registers and shared memory (default: ptxas)."""
+    from polygpu.search import resources
     from polygpu.search import space as space_
 
     prepared = _prepared(spec, function, tuple(options.defines), tuple(options.include_dirs))
@@ -502,105 +361,12 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
     function_name = next((p.function for p in programs.values()), scop.function)
     digest = source_hash(_region_text(spec, prepared))
 
-    from polygpu.search.runner import compile_cubins
-
-    cubins: dict[str, bytes] = {}
-
-    def build(batch: list[Candidate]) -> None:
-        """nvcc for ``batch``, in parallel: resources (occupancy, spills), the binary."""
-        built = compile_cubins([programs[c.key] for c in batch], arch, jobs=options.jobs)
-        for c, b in zip(batch, built, strict=True):
-            if isinstance(b, Exception):
-                candidates[c.key] = replace(c, stage="invalid", reason=str(b).splitlines()[0]
-                                            if str(b) else repr(b))
-                continue
-            cubins[c.key] = b.binary
-            program = programs[c.key]
-            regs, occ, conc, most_threads, spills = 0, math.inf, math.inf, -1, 0
-            by_kernel = {}
-            for launch, blocks in zip(program.launches, launch_blocks(program, params),
-                                      strict=True):
-                res = b.resources.get(launch.kernel)
-                r = res.registers if res else 0
-                smem = launch.shared_bytes + (res.shared_static if res else 0)
-                o, k = concurrency(math.prod(launch.block), r, smem, blocks,
-                                   limits.multiprocessors, limits)
-                by_kernel[launch.kernel] = k
-                regs = max(regs, r)
-                spills += (res.spill_stores + res.spill_loads) if res else 0
-                # the launch with the most threads stands for the program: a small
-                # initialisation kernel beside it says nothing about the bandwidth drawn
-                if blocks * math.prod(launch.block) > most_threads:
-                    most_threads, occ, conc = blocks * math.prod(launch.block), o, k
-            costs = tuple(replace(x, concurrency=by_kernel.get(x.kernel))
-                          for x in c.launches)
-            candidates[c.key] = replace(c, registers=regs, occupancy=occ, concurrency=conc,
-                                        spill_bytes=spills, launches=costs)
-            if options.strategy == "model" and spills:
-                # a register tile that does not fit the registers the block size leaves
-                # (ptxas caps them by __launch_bounds__) spills to local memory: traffic
-                # the model does not count, and it costs far more than the tile saves
-                candidates[c.key] = replace(candidates[c.key], stage="pruned-spills",
-                                            reason=(
-                    f"ptxas spills {spills} bytes of registers to local memory "
-                    f"({regs} registers per thread, {c.threads} threads per block)"))
-
+    pool = Pool(candidates, programs, params, limits, arch,
+                oracle or resources.default_oracle(), options.jobs)
     state.phase = "nvcc"
     notify(state)
-    kept = [c for c in candidates.values() if c.stage == "kept"]
-    if options.strategy == "model" and kept:
-        # traffic pruning against the fewest loads and stores of a variant that runs
-        # without spills: the least-traffic tilings are often the largest register
-        # tiles, which spill; then the bound moves up and nvcc sees the newly admitted
-        least = None
-        while True:
-            unbuilt = [c for c in candidates.values()
-                    if c.stage in ("kept", "pruned-traffic") and c.registers is None]
-            built_ok = [c for c in candidates.values() if c.stage == "kept"
-                        and c.registers is not None]
-            pool = built_ok + unbuilt
-            # a grid of fewer blocks than SMs leaves the rest idle: its small traffic
-            # (a few huge tiles, one loop on a thread) is no floor for the variants
-            # whose main launch fills the GPU
-            filling = [c for c in pool if _main_grid(c) >= limits.multiprocessors]
-            floor = min((c.traffic_bytes for c in filling or pool), default=None)
-            if floor is None or floor == least:
-                break
-            least = floor
-            bound = least * (1 + options.traffic_slack / 100)
-            for c in unbuilt:
-                if c.traffic_bytes > bound:
-                    candidates[c.key] = replace(c, stage="pruned-traffic", reason=(
-                        f"{c.traffic_bytes:,} bytes modelled, more than "
-                        f"{options.traffic_slack:g}% above the fewest of a variant "
-                        f"without spills ({least:,})"))
-                else:
-                    candidates[c.key] = replace(c, stage="kept", reason="")
-            build([c for c in candidates.values()
-                   if c.stage == "kept" and c.registers is None])
-    else:
-        build(kept)
-    kept = [c for c in candidates.values() if c.stage == "kept"]
-
-    if options.strategy == "model" and kept:
-        widest = max(c.threads for c in kept)  # the space's own largest block
-        for c in kept:
-            t = min(register_limited_threads(c.registers or 1, limits), widest)
-            if c.threads > t or c.threads < t // 4:
-                candidates[c.key] = replace(c, stage="pruned-threads", reason=(
-                    f"{c.threads} threads per block, outside {{T, T/2, T/4}} for "
-                    f"T = {t} ({c.registers} registers per thread)"))
-        kept = [c for c in candidates.values() if c.stage == "kept"]
-        best_conc = max((c.concurrency for c in kept), default=0.0)
-        for c in kept:
-            if c.concurrency < options.min_concurrency * best_conc:
-                candidates[c.key] = replace(c, stage="pruned-occupancy", reason=(
-                    f"concurrency {c.concurrency:.1%} (occupancy {c.occupancy:.0%}), below "
-                    f"{options.min_concurrency:.0%} of the best ({best_conc:.1%})"))
-        kept = [c for c in candidates.values() if c.stage == "kept"]
-        kept.sort(key=lambda c: model_order(c, limits))
-    elif options.strategy == "random":
-        random.Random(options.seed).shuffle(kept)
+    kept = STRATEGIES[options.strategy](pool, options)
+    candidates, cubins = pool.candidates, pool.cubins
 
     state.pruned = sum(1 for c in candidates.values() if c.stage.startswith("pruned"))
     state.phase = "measure"

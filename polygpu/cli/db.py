@@ -1,6 +1,5 @@
 """``polygpu db list|show|export``: look into the tuning database.
 
-Kept apart from :mod:`polygpu.cli` so the database's presentation lives next to it;
 :func:`add_parser` adds the ``db`` subcommand to the main parser.  Inspecting never
 creates a database: without one, ``list`` says so, ``show`` is an error and ``export``
 writes no rows.
@@ -14,6 +13,7 @@ import sys
 from pathlib import Path
 
 from polygpu.errors import PolygpuError
+from polygpu.params import parse_params
 from polygpu.search.database import Run, TuningDatabase, default_path, write_export
 
 REASON_WIDTH = 120  # compiler output can run to pages: the table shows its first line
@@ -103,9 +103,7 @@ def _path(args: argparse.Namespace) -> Path:
 
 
 def _filters(args: argparse.Namespace) -> dict:
-    from polygpu.cli import _parse_params  # here: polygpu.cli imports this module
-
-    params = _parse_params(args.params, integers=True)
+    params = parse_params(args.params, integers=True)
     return {"spec": args.spec, "function": args.function, "params": params or None,
             "gpu": args.gpu, "number": getattr(args, "number", None)}
 

@@ -13,20 +13,21 @@ import math
 import sys
 from pathlib import Path
 
+from polygpu.cli.arguments import (
+    add_input_arguments,
+    count_value,
+    given_params,
+    nonnegative_float,
+    positive_float,
+    seed_value,
+)
 from polygpu.errors import PolygpuError
+from polygpu.search.strategies import STRATEGIES
 
 TOP = 10
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
-    from polygpu.cli import (
-        _add_input_arguments,
-        count_value,
-        nonnegative_float,
-        positive_float,
-        seed_value,
-    )
-
     p = sub.add_parser(
         "tune",
         help="search for the fastest variant on the GPU and write it",
@@ -37,13 +38,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
         "with CUDA events in child processes, record every measurement in the tuning "
         "database, and write the best kernel to OUTDIR.",
     )
-    _add_input_arguments(p)
+    add_input_arguments(p)
     p.add_argument("-p", "--param", dest="params", action="append", default=[],
                    metavar="NAME=VALUE", help="value of a scalar parameter: an integer size "
                    "(all are needed) or a float scalar (repeatable)")
     p.add_argument("-o", "--output", metavar="OUTDIR", required=True,
                    help="directory for the best kernel's FUNCTION.cu and FUNCTION.json")
-    p.add_argument("--strategy", choices=("model", "exhaustive", "random"), default="model",
+    p.add_argument("--strategy", choices=tuple(STRATEGIES), default="model",
                    help="model: the paper's pruned search (default); exhaustive: every "
                    "variant; random: a seeded random sample (use --budget)")
     p.add_argument("--budget", type=count_value(1), metavar="N",
@@ -118,13 +119,12 @@ def _validate(args: argparse.Namespace):
     report, database and cache directories writable, the parameters those of the
     function (types, C-type ranges, the region's assumptions).  Returns (integer
     parameters, float scalars, check parameters)."""
-    from polygpu.cli import _given_params
     from polygpu.output import require_writable_dir, require_writable_file
     from polygpu.runtime import compiler, inputs
     from polygpu.search.database import default_path
 
-    program, params, scalars = _given_params(args)
-    _, check_params, _ = _given_params(args, option="--check-param",
+    program, params, scalars = given_params(args)
+    _, check_params, _ = given_params(args, option="--check-param",
                                        items=args.check_params)
     from polygpu.model.build import build_scop
 
@@ -165,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     limits = device_limits() if gpu else SM_90
     database = None if args.no_db else TuningDatabase(args.db)
     try:
-        with _progress(args.quiet) as show:
+        with ProgressDisplay(args.quiet) as show:
             result = tune(args.file, params, runner, function=args.function,
                           options=options, database=database, limits=limits,
                           progress=show)
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-class _progress:
+class ProgressDisplay:
     """A rich progress bar on a terminal: candidates done / pruned / failed and the best
     so far.  When stderr is not a terminal (CI logs, ``| tee``), plain lines instead: one
     at each phase and one per measured candidate."""

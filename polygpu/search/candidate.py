@@ -1,0 +1,65 @@
+"""What the search knows about one variant: :class:`Candidate` and its launches.
+
+Plain data shared by the tuner, the strategies, the pruning rules and the cost model,
+so none of them has to import another to read a candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from polygpu.schedule.variant import Variant
+from polygpu.search.measurement import Measurement
+
+
+@dataclass(frozen=True)
+class LaunchCost:
+    """One launch of a candidate as the cost model sees it, over all its ``runs`` (its
+    host steps; 1 without host loops): modelled global traffic, statement instances and
+    operand loads, and the grid.  ``concurrency`` comes from ptxas (None before nvcc).
+    The model prices each launch on its own: a small reduction kernel of 16 blocks
+    beside a wide product kernel is slow because of its grid, whatever the product's."""
+
+    kernel: str
+    runs: int
+    traffic_bytes: int
+    instances: int
+    operand_loads: int
+    blocks: int
+    prefetched: bool = False
+    concurrency: float | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One variant and what the search learnt about it.
+
+    ``stage`` is where it stopped: ``timed`` (it has a measurement), ``reused`` (its
+    measurement came from the database), ``pruned-traffic``, ``pruned-spills``,
+    ``pruned-occupancy``, ``pruned-threads``, ``duplicate`` (same code as
+    ``duplicate_of``), ``invalid`` (polygpu or nvcc could not compile it: ``reason``),
+    ``budget`` (not reached)."""
+
+    key: str
+    variant: Variant
+    stage: str
+    reason: str = ""
+    traffic_bytes: int | None = None
+    instances: int = 0  # statement instances (one arithmetic instruction each, modelled)
+    operand_loads: int = 0  # load instructions for their operands (operand_loads model)
+    prefetched: bool = False  # some shared copy-in is prefetched through registers
+    shared_bytes: int = 0
+    threads: int = 0  # per block (the largest over the launches)
+    blocks: int = 0  # in the largest grid
+    registers: int | None = None
+    spill_bytes: int = 0  # ptxas's spill stores + loads, all kernels
+    occupancy: float | None = None  # resident warps / maximum, per SM (widest launch)
+    concurrency: float | None = None  # fraction of the GPU's warp slots (widest launch)
+    duplicate_of: str = ""
+    measurement: Measurement | None = None
+    launches: tuple[LaunchCost, ...] = ()  # per launch; () = one, as the totals say
+
+    @property
+    def score(self) -> float:
+        return self.measurement.score if self.measurement else math.inf

@@ -1,0 +1,79 @@
+"""The ``model`` strategy's predicted cost: an order for timing, not a verdict.
+
+Per launch, the longer of a memory time and an issue time, each over the share of the
+GPU that launch's grid and concurrency can use; see :func:`predicted_cost` and
+docs/search.md.
+"""
+
+from __future__ import annotations
+
+from polygpu.search.candidate import Candidate, LaunchCost
+from polygpu.search.occupancy import SM_90, Limits
+
+SATURATION = 0.25  # concurrency from which memory-level parallelism stops helping
+# ... from which issue stops helping: two warps per scheduler whose register tiles give
+# each many independent FMAs (mm's 8 x 8 tiles at 8 warps per SM reach 0.8x cuBLAS)
+ISSUE_SATURATION = 0.125
+
+
+# what one launch costs beyond its work: the launch latency of back-to-back launches
+# (a few microseconds); what a host loop of thousands of steps pays per step
+LAUNCH_SECONDS = 3e-6
+
+
+def active_sms(blocks: int, sms: int) -> float:
+    """The fraction of SMs a grid of ``blocks`` gives work to."""
+    return min(1.0, blocks / sms)
+
+
+def _launches(c: Candidate) -> tuple[LaunchCost, ...]:
+    """``c``'s launches; one standing for them all when only the totals are known."""
+    return c.launches or (LaunchCost("", 1, c.traffic_bytes or 0, c.instances,
+                                     c.operand_loads, c.blocks, c.prefetched,
+                                     c.concurrency),)
+
+
+def _launch_times(x: LaunchCost, limits: Limits) -> tuple[float, float]:
+    sms = limits.multiprocessors
+    active = active_sms(max(x.blocks, 1), sms)
+    concurrency_ = max(x.concurrency or 0.0, 1e-6)
+    # a prefetching staged kernel issues a tile's loads a whole tile before their use:
+    # its warps do not wait for DRAM, so concurrency need not hide the latency
+    memory_share = active * (1.0 if x.prefetched else min(1.0, concurrency_ / SATURATION))
+    issue_share = active * min(1.0, concurrency_ / ISSUE_SATURATION)
+    memory = x.traffic_bytes / limits.dram_bytes_per_s / max(memory_share, 1e-9)
+    issue = (x.instances + x.operand_loads) / (
+        sms * limits.fp32_lanes_per_sm * limits.clock_hz) / max(issue_share, 1e-9)
+    return memory, issue
+
+
+def model_times(c: Candidate, limits: Limits = SM_90) -> tuple[float, float]:
+    """(memory, issue) seconds of the model, summed over the launches (see
+    :func:`predicted_cost`)."""
+    times = [_launch_times(x, limits) for x in _launches(c)]
+    return sum(m for m, _ in times), sum(i for _, i in times)
+
+
+def predicted_cost(c: Candidate, limits: Limits = SM_90) -> float:
+    """The model's order for timing (a budget times the most promising first), in
+    seconds: per launch, the longer of
+
+    * the memory time: modelled traffic over the DRAM bandwidth, and
+    * the issue time: one instruction per statement instance plus its operand loads
+      (:mod:`polygpu.memory.operand_loads`) over the GPU's FP32 issue rate --
+      what orders compute-bound kernels like mm, whose traffic a good tiling has made
+      small: bigger register tiles and vector loads need fewer loads per FMA;
+
+    each over the share of the GPU that launch can use: the SMs its grid occupies and,
+    on each, its concurrency up to what hides latency (a quarter of the warp slots for
+    loads, unless the kernel prefetches; an eighth for issue); summed over the launches,
+    plus :data:`LAUNCH_SECONDS` per run of each.  Only an order: the times decide."""
+    return sum(max(_launch_times(x, limits)) + x.runs * LAUNCH_SECONDS
+               for x in _launches(c))
+
+
+def model_order(c: Candidate, limits: Limits = SM_90) -> tuple:
+    """Sort key of the ``model`` strategy: predicted cost, then the sum of the two
+    times (of two compute-bound variants, the one with less traffic), then the key."""
+    memory, issue = model_times(c, limits)
+    return (predicted_cost(c, limits), memory + issue, c.key)

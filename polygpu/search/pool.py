@@ -1,0 +1,79 @@
+"""The candidates of one search while a strategy decides about them, and the step
+that asks the :class:`~polygpu.search.resources.ResourceOracle` for their registers.
+
+The one piece of mutable state of a search, private to one :func:`~polygpu.search.
+tuner.tune` call (like the frontends' translators): candidates themselves are frozen,
+and every decision replaces one by a new one under its key.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+
+from polygpu.codegen.program import KernelProgram
+from polygpu.runtime.grid import launch_blocks
+from polygpu.search.candidate import Candidate
+from polygpu.search.occupancy import Limits
+from polygpu.search.pruning import concurrency
+from polygpu.search.resources import ResourceOracle
+
+
+@dataclass
+class Pool:
+    candidates: dict[str, Candidate]  # every variant of the space, by key, in space order
+    programs: Mapping[str, KernelProgram]  # the code of each distinct candidate
+    params: Mapping[str, int]
+    limits: Limits
+    arch: str
+    oracle: ResourceOracle
+    jobs: int | None = None
+    cubins: dict[str, bytes] = field(default_factory=dict)  # the binaries the oracle made
+
+    def __iter__(self) -> Iterator[Candidate]:
+        return iter(list(self.candidates.values()))
+
+    def set(self, c: Candidate) -> None:
+        self.candidates[c.key] = c
+
+    def at(self, *stages: str) -> list[Candidate]:
+        """The candidates at one of ``stages``, in space order."""
+        return [c for c in self.candidates.values() if c.stage in stages]
+
+    def build(self, batch: list[Candidate]) -> None:
+        """The oracle for ``batch`` at once: each candidate gets its registers, spills,
+        occupancy and concurrency (per launch too), or becomes ``invalid`` with the
+        compiler's first line."""
+        built = self.oracle.compile([self.programs[c.key] for c in batch], self.arch,
+                                    jobs=self.jobs)
+        for c, b in zip(batch, built, strict=True):
+            if isinstance(b, Exception):
+                self.set(replace(c, stage="invalid", reason=str(b).splitlines()[0]
+                                 if str(b) else repr(b)))
+                continue
+            if b.binary is not None:
+                self.cubins[c.key] = b.binary
+            self.set(self._with_resources(c, b.resources))
+
+    def _with_resources(self, c: Candidate, resources) -> Candidate:
+        program, limits = self.programs[c.key], self.limits
+        regs, occ, conc, most_threads, spills = 0, math.inf, math.inf, -1, 0
+        by_kernel = {}
+        for launch, blocks in zip(program.launches, launch_blocks(program, self.params),
+                                  strict=True):
+            res = resources.get(launch.kernel)
+            r = res.registers if res else 0
+            smem = launch.shared_bytes + (res.shared_static if res else 0)
+            o, k = concurrency(math.prod(launch.block), r, smem, blocks,
+                               limits.multiprocessors, limits)
+            by_kernel[launch.kernel] = k
+            regs = max(regs, r)
+            spills += (res.spill_stores + res.spill_loads) if res else 0
+            # the launch with the most threads stands for the program: a small
+            # initialisation kernel beside it says nothing about the bandwidth drawn
+            if blocks * math.prod(launch.block) > most_threads:
+                most_threads, occ, conc = blocks * math.prod(launch.block), o, k
+        costs = tuple(replace(x, concurrency=by_kernel.get(x.kernel)) for x in c.launches)
+        return replace(c, registers=regs, occupancy=occ, concurrency=conc,
+                       spill_bytes=spills, launches=costs)

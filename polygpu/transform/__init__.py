@@ -1,0 +1,14 @@
+"""Source-level transformations of the model: pure ``Scop -> Scop`` functions.
+
+Each runs between :func:`polygpu.model.build.build_scop` and
+:func:`polygpu.model.analysis.analyze`, and each is *proven* before its result is
+used: the transformed program has the same dataflow as the original -- every read
+instance gets its value from the same write instance, and every array the caller
+sees ends with the same values -- checked exactly with isl, and a transformation that
+cannot be proven is not applied (never a wrong program, at worst a slower one).
+
+* :mod:`polygpu.transform.expand` -- expansion of temporaries (privatization): a
+  scalar temporary or a buffer argument reused by every iteration of a loop nest gets
+  one copy per iteration, which removes the false (anti and output) dependences that
+  would serialize the nest.
+"""
