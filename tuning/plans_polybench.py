@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from polygpu.pipeline import compile_variant, prepare  # noqa: E402
+from polygpu.runtime import grid  # noqa: E402
 from polygpu.runtime.check import check_program  # noqa: E402
 from polygpu.runtime.device import get_device  # noqa: E402
 from polygpu.schedule.variant import Variant  # noqa: E402
@@ -61,9 +62,8 @@ def inputs(program, sizes, rng):
     for a in program.arguments:
         if a.kind == "scalar":
             values[a.name] = sizes[a.name] if a.name in sizes else 1.5
-        elif a.kind == "array":
-            shape = tuple(int(eval(e, {"max": max, "min": min}, dict(sizes)))  # noqa: S307
-                          for e in a.shape)
+        elif a.kind == "array":  # scratch arrays: the device layer allocates them
+            shape = tuple(grid.evaluate(e, sizes) for e in a.shape)
             dtype = np.dtype(a.dtype)
             v = rng.uniform(0.5, 1.5, shape).astype(dtype)
             if len(shape) == 2 and shape[0] == shape[1] and dtype.kind == "f":
