@@ -12,7 +12,9 @@ variant for its sizes once (64-bit indices, blocks folded onto grid x) and runs 
 Which variant: the one given; else, with ``tune=True``, the best one a search measures
 (:func:`polygpu.search.tuner.tune`); else the fastest one the tuning database holds for
 this source, function, ``params`` and environment (what an earlier ``polygpu tune``
-measured); else the default :class:`~polygpu.schedule.tiling.Variant`.
+measured); else, with ``params``, the cost model's top plan at those sizes
+(:func:`polygpu.search.plan_model.choose`); else the default
+:class:`~polygpu.schedule.variant.Variant`.
 ``Kernel.origin`` says which.
 
 Arrays (see :meth:`Kernel.__call__`):
@@ -69,12 +71,13 @@ from polygpu.runtime.device import Device, GpuUnavailableError, get_device, laun
 from polygpu.runtime.footprint import at_parameters
 from polygpu.runtime.grid import GridLimitError
 from polygpu.schedule.variant import Variant
+from polygpu.search import plan_model
 from polygpu.search.measurement import Environment, Measurement, canonical, source_hash
 
 __all__ = ["BACKENDS", "ORIGINS", "Kernel", "lookup_environment", "optimize"]
 
 BACKENDS = ("auto", "gpu", "cpu")
-ORIGINS = ("given", "tuned", "database", "default")
+ORIGINS = ("given", "tuned", "database", "model", "default")
 
 
 # --------------------------------------------------------------------------------------
@@ -163,6 +166,8 @@ def optimize(
                     continue
                 origin, chosen, measurement = "database", compiled.variant, m
                 break
+            else:  # sizes known, nothing measured: the cost model's top plan
+                origin, chosen = "model", plan_model.choose(prepared, params).variant
     if compiled is None:
         compiled = compile_variant(prepared, chosen, params)
     kernel = Kernel(compiled, source, spec, target, origin, measurement, tuning)
@@ -321,7 +326,7 @@ class Kernel:
     """A compiled variant of a loop nest, callable like the original function.
 
     Attributes: ``name``, ``spec``, ``backend`` ("gpu" or "cpu"), ``source`` (the CUDA
-    text), ``variant``, ``origin`` ("given", "tuned", "database" or "default"),
+    text), ``variant``, ``origin`` ("given", "tuned", "database", "model" or "default"),
     ``measurement`` (the time behind a tuned or database variant), ``tuning`` (the
     :class:`~polygpu.search.tuner.TuneResult` with ``tune=True``), ``program``,
     ``launches``, ``compiled`` (every stage's result), ``signature`` (argument names) and

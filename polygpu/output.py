@@ -45,6 +45,8 @@ def compile_json(c: Compiled, params: dict[str, int]) -> dict[str, Any]:
         ],
         "device_steps": c.variant.device_steps,
         "launch_count": launch_count(c, params),
+        # temporaries expanded into scratch copies before scheduling (or refused, why)
+        "expansion": c.expansion.to_json() if c.expansion is not None else [],
         # host loops: the kernels take these integer arguments last and run at every
         # step of `host_steps` (isl set per kernel name), steps in lexicographic order
         "host": {

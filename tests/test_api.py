@@ -262,9 +262,11 @@ def test_variant_from_the_database(tmp_path):
     with TuningDatabase(path) as db:  # an open database works as well as its path
         assert optimize(MV, params={"n": 1024}, backend="cpu", database=db).variant == \
             Variant(tile=(16,), threads=(16,))
-    for missing in ({"n": 2048}, None):  # other sizes, or no sizes: nothing to look up
-        assert optimize(MV, params=missing, backend="cpu", database=path).origin == "default"
-    assert optimize(MV, params={"n": 4096}, backend="cpu", database=False).origin == "default"
+    # other sizes: nothing to look up, the cost model chooses at them; no sizes: the
+    # fixed default
+    assert optimize(MV, params={"n": 2048}, backend="cpu", database=path).origin == "model"
+    assert optimize(MV, params=None, backend="cpu", database=path).origin == "default"
+    assert optimize(MV, params={"n": 4096}, backend="cpu", database=False).origin == "model"
     assert optimize(MV, params={"n": 4096}, variant={}, backend="cpu",
                     database=path).origin == "given"
 
@@ -272,7 +274,7 @@ def test_variant_from_the_database(tmp_path):
 def test_default_database_is_read_not_created(tmp_path, monkeypatch):
     default = tmp_path / "cache" / "tuning.sqlite"
     monkeypatch.setenv("POLYGPU_TUNING_DB", str(default))
-    assert optimize(MV, params={"n": 4096}, backend="cpu").origin == "default"
+    assert optimize(MV, params={"n": 4096}, backend="cpu").origin == "model"
     assert not default.exists()
     with TuningDatabase(default) as db:
         record(db, SIMPLE, "ok", 1.0)

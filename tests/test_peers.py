@@ -17,6 +17,7 @@ import pytest
 
 from polygpu.frontend import load
 from polygpu.model.build import build_scop
+from polygpu.model.isl_util import union_of
 from polygpu.runtime import inputs
 from polygpu.runtime.reference import run_reference
 from polygpu.search import metrics, peers
@@ -516,7 +517,7 @@ def test_exposed_reads_two_ways_agree(spec):
     space = scop.context.get_space()
 
     def fixed(maps):
-        return metrics._union([m.intersect_params(point) for m in maps], space)
+        return union_of([m.intersect_params(point) for m in maps], space)
 
     reads = fixed([a.relation for a in scop.accesses if a.kind == "read"])
     writes = fixed([a.relation for a in scop.accesses if a.kind == "write"])

@@ -92,6 +92,10 @@ def test_prefetch_code_shape(mm):
     plain = compile_variant(mm, Variant.from_json({**FAST, "prefetch": False}),
                             {"n": 4096})
     assert "pg_pf_" not in plain.program.source
+    # the memory stage made the decision the code follows (and the search reads)
+    assert {b.array for b in c.memory.buffers if b.prefetch} == {"a", "b"}
+    assert c.memory.prefetches(0) and not plain.memory.prefetches(0)
+    assert not any(b.prefetch for b in plain.memory.buffers)
 
 
 @pytest.mark.parametrize("n", [37, 77, 130])

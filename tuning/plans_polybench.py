@@ -4,10 +4,14 @@ default plan and the best of a small plan search, against PPCG's recorded defaul
 For each kernel, at PolyBench's EXTRALARGE sizes (the ``gpu`` sizes of
 ``kernels/catalog.json``), in double:
 
-1. **default** -- ``compile`` without options: the model's top plan;
-2. **plan search** -- the best of a few plans: the first scheduler candidates, each
-   with host loops launched from the host and (where there are host loops) run on the
-   device in one block (``device_steps``), and two tile shapes.  Each plan is first
+1. **default** -- ``compile -p`` at these sizes without variant options: the cost
+   model's top plan (:func:`polygpu.search.plan_model.choose`);
+2. **plan search** -- every plan the model ranked (the best scheduler candidates, each
+   with a few block shapes, host loops launched from the host and, where there are
+   host loops, run on the device in one block), plus the fixed default (candidate 0,
+   tile 4x128) that ``compile`` used before the model chose.  Each row records the
+   model's predicted time beside the measured one (the data that
+   ``tests/test_plan_model.py`` replays).  Each plan is first
    checked against the original loop nest on the GPU at reduced sizes (``--check-scale``,
    the reference runs on the host in float64), then timed at full size;
 3. timing: CUDA events around all launches of one run, 1 warm-up, median of
@@ -44,6 +48,7 @@ from polygpu.runtime import grid  # noqa: E402
 from polygpu.runtime.check import check_program  # noqa: E402
 from polygpu.runtime.device import get_device  # noqa: E402
 from polygpu.schedule.variant import Variant  # noqa: E402
+from polygpu.search import plan_model  # noqa: E402
 
 # PPCG default, EXTRALARGE, double, H100 (../shared/anchors/ppcg_polybench_h100.md);
 # None: did not finish within its 25 s / 120 s limit there
@@ -94,17 +99,25 @@ def serial_work(compiled, sizes) -> int:
     return worst
 
 
-def plans(prepared, limit: int):
-    """The plans of the small search: (label, variant)."""
-    out = []
-    for c, tr in enumerate(prepared.candidates[:limit]):
-        for tile, threads in (((4, 128), (4, 128)), ((32, 32), (8, 32))):
-            label = f"candidate {c} ({tr.origin}), tile {list(tile)}"
-            out.append((label, Variant(candidate=c, tile=tile, threads=threads)))
-            if tr.host is not None:
-                out.append((label + ", device steps",
-                            Variant(candidate=c, tile=tile, threads=threads,
-                                    device_steps=True)))
+def label(prepared, v: Variant) -> str:
+    tr = prepared.candidates[v.candidate]
+    text = f"candidate {v.candidate} ({tr.origin}), tile {list(v.tile)}"
+    text += f" threads {list(v.threads)}" if v.threads != v.tile else ""
+    text += ", jam" if v.jam else ""
+    text += f", chunk {v.chunk}" if v.chunk > 1 else ""
+    return text + (", device steps" if v.device_steps else "")
+
+
+def plans(prepared, sizes):
+    """The rows: the model's choice first, then every plan it ranked and the fixed
+    default: (label, variant, predicted ms or None)."""
+    choice = plan_model.choose(prepared, sizes)
+    out = [("default", choice.variant, round(choice.ranking[0].seconds * 1e3, 4))]
+    for e in choice.ranking:
+        ms = None if e.error else round(e.seconds * 1e3, 4)
+        out.append((label(prepared, e.variant), e.variant, ms))
+    if all(v != Variant() for _, v, _ in out):
+        out.append(("fixed default " + label(prepared, Variant()), Variant(), None))
     return out
 
 
@@ -125,10 +138,23 @@ def run_kernel(name, entry, args, device, backend):
     prepared = prepare(spec, entry["function"], params=sizes)
     checked_prepared = prepare(spec, entry["function"], params=small)
     rows = []
-    default_label = "default"
-    candidates = [(default_label, Variant())] + plans(prepared, args.candidates)
-    for label, variant in candidates:
-        row = {"plan": label, "variant": variant.to_json()}
+    found = plans(prepared, sizes)
+    fastest = min(p for _, _, p in found if p is not None)
+    done = {}  # variant JSON -> its row (the default is also in the ranking)
+    for name_, variant, predicted in found:
+        row = {"plan": name_, "variant": variant.to_json(), "predicted_ms": predicted}
+        key = json.dumps(row["variant"], sort_keys=True)
+        if key in done:
+            row.update({k: v for k, v in done[key].items()
+                        if k not in ("plan", "predicted_ms")})
+            rows.append(row)
+            continue
+        done[key] = row
+        if predicted is not None and predicted > args.predicted_limit * fastest:
+            row["skipped"] = (f"predicted {predicted:.1f} ms, more than "
+                              f"{args.predicted_limit:g}x the model's best")
+            rows.append(row)
+            continue
         try:
             compiled = compile_variant(prepared, variant, sizes)
         except Exception as err:  # noqa: BLE001 -- a plan the variant cannot take
@@ -156,7 +182,7 @@ def run_kernel(name, entry, args, device, backend):
             continue
         row["ms"] = measure(device, program, sizes, args.repeats)
         rows.append(row)
-        print(f"  {name}: {label}: {row['launches']} launches, {row['ms']:.3f} ms",
+        print(f"  {name}: {name_}: {row['launches']} launches, {row['ms']:.3f} ms",
               file=sys.stderr, flush=True)
     timed = [r for r in rows if "ms" in r]
     best = min(timed, key=lambda r: r["ms"]) if timed else None
@@ -176,9 +202,9 @@ def ratio(ppcg, ms, name):
 def markdown(results, gpu, date):
     lines = [f"# PolyBench classic forms: polygpu plans vs PPCG ({gpu}, {date})", "",
              "Sizes: EXTRALARGE, double (floyd-warshall: int). `default` = the model's "
-             "top plan; `plan search` = best of the small plan search in "
-             "`tuning/plans_polybench.py` (candidates x host/device steps x 2 tiles, each "
-             "checked on the GPU against the original at reduced sizes first). PPCG ms "
+             "top plan at these sizes; `plan search` = the best of every plan the model "
+             "ranked and the fixed default (`tuning/plans_polybench.py`), each "
+             "checked on the GPU against the original at reduced sizes first. PPCG ms "
              "from `../shared/anchors/ppcg_polybench_h100.md` (recorded 2026-11-22, not "
              "rerun); `vs PPCG` = PPCG ms / polygpu ms (> 1: polygpu faster; '> x' where "
              "PPCG did not finish in its limit).", "",
@@ -201,6 +227,16 @@ def markdown(results, gpu, date):
                       b["plan"]]
         cells.append(str(ppcg) if ppcg else f"> {PPCG_LIMIT_MS[name]:.0f}")
         lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "## Every plan: the model's prediction beside the measurement", ""]
+    for r in results:
+        lines += [f"### {r['kernel']} {r['sizes']}", "",
+                  "| plan | predicted ms | measured ms | launches |", "|---|--:|--:|--:|"]
+        for row in r["rows"]:
+            measured = f"{row['ms']:.3f}" if "ms" in row else (
+                row.get("skipped") or row.get("error", ""))[:90]
+            lines.append(f"| {row['plan']} | {row.get('predicted_ms')} | {measured} | "
+                         f"{row.get('launches', '')} |")
+        lines.append("")
     return "\n".join(lines) + "\n"
 
 
@@ -210,9 +246,12 @@ def main(argv=None):
     p.add_argument("--small", action="store_true", help="catalog small sizes (dry run)")
     p.add_argument("--kernel", action="append", choices=KERNELS)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--candidates", type=int, default=2)
     p.add_argument("--check-scale", type=int, default=8)
+    p.add_argument("--predicted-limit", type=float, default=40.0,
+                   help="skip plans the model predicts this many times slower than its best")
     p.add_argument("--out", default=None)
+    p.add_argument("--keep", action="store_true",
+                   help="keep the recorded results of the kernels not run now")
     args = p.parse_args(argv)
     catalog = json.loads((ROOT / "kernels" / "catalog.json").read_text())
     device = get_device(args.backend)
@@ -222,6 +261,10 @@ def main(argv=None):
         str(gpu).replace(" ", "-")
     out.mkdir(parents=True, exist_ok=True)
     results = []
+    previous = out / "plans_polybench.json"
+    if args.keep and previous.exists():  # kernels not rerun keep their recorded rows
+        results = [r for r in json.loads(previous.read_text())["results"]
+                   if r["kernel"] not in (args.kernel or KERNELS)]
     for name in args.kernel or KERNELS:
         print(f"{name} ...", file=sys.stderr, flush=True)
         results.append(run_kernel(name, catalog[f"polybench/{name}.c"], args, device,

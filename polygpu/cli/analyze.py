@@ -34,6 +34,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--traffic", action="store_true",
                    help="also model global-memory traffic per kernel and array for "
                    "the compiled variant (needs -p for every parameter)")
+    p.add_argument("--plan", action="store_true",
+                   help="also rank the default plans with the cost model at the -p sizes "
+                   "(every parameter needed), as compile -p chooses: per plan the "
+                   "scheduler candidate, block shape, host or device steps, launches and "
+                   "predicted time; and the temporaries expanded before scheduling")
     add_variant_arguments(p)
     p.set_defaults(run=run)
     return p
@@ -48,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     program = load(args.file, args.function, args.defines, args.include_dirs)
     result = analyze(build_scop(program))
     traffic = modelled_traffic(args, result) if args.traffic else None
+    plan = ranked_plans(args, result) if args.plan else None
     for warning in result.warnings:
         print(warning, file=sys.stderr)
     if args.json:
@@ -56,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
             data["traffic"] = [
                 {"kernel": t.kernel, "array": t.array, "loads": t.loads, "stores": t.stores,
                  "bytes": t.bytes} for t in traffic]
+        if plan is not None:
+            data["plan_choice"], data["expansion"] = plan[0].to_json(), plan[1]
         print(json.dumps(data, indent=2))
     else:
         from rich.console import Console
@@ -72,7 +80,57 @@ def run(args: argparse.Namespace) -> int:
                 table.add_row(t.kernel, t.array, f"{t.loads:,}", f"{t.stores:,}",
                               f"{t.bytes:,}")
             console.print(table)
+        if plan is not None:
+            render_plans(plan, console)
     return 0
+
+
+def ranked_plans(args: argparse.Namespace, result):
+    """``--plan``: the cost model's ranking of the default plans at the ``-p`` sizes
+    (:func:`polygpu.search.plan_model.choose`) and the expansion of temporaries the
+    scheduler saw, as ``(PlanChoice, [{array, copy, loops}...])``."""
+    from polygpu.pipeline import prepare
+    from polygpu.runtime import inputs
+    from polygpu.search import plan_model
+
+    program, params, _ = given_params(args)
+    missing = [p for p in result.scop.parameters if p not in params]
+    if missing:
+        raise PolygpuError(f"--plan needs a value for {', '.join(missing)} "
+                           f"(e.g. -p {missing[0]}=4096)", result.scop.loc)
+    inputs.require_context(program, result.scop.context, params)
+    prepared = prepare(args.file, args.function, args.defines, args.include_dirs, params)
+    expansion = prepared.expansion.to_json() if prepared.expansion is not None else []
+    return plan_model.choose(prepared, params), expansion
+
+
+def render_plans(plan, console) -> None:
+    from rich.table import Table
+
+    choice, expansion = plan
+    if expansion:
+        table = Table(title="Temporaries expanded before scheduling (transform/expand.py)",
+                      title_justify="left")
+        for col in ("array", "expanded along", "copy", "why"):
+            table.add_column(col)
+        for e in expansion:
+            table.add_row(e["array"], ", ".join(e.get("loops", [])) or "-",
+                          e.get("copy", "-"), e.get("reason") or e.get("refused", ""))
+        console.print(table)
+    table = Table(title="Default plans ranked by the cost model (search/plan_model.py)",
+                  title_justify="left")
+    for col in ("rank", "candidate", "tile", "threads", "steps", "launches",
+                "predicted ms", "why"):
+        table.add_column(col, justify="right" if col in ("rank", "launches",
+                                                         "predicted ms") else "left")
+    for k, e in enumerate(choice.ranking):
+        v = e.variant
+        table.add_row(str(k), str(v.candidate), "x".join(map(str, v.tile)) +
+                      (" jam" if v.jam else ""), "x".join(map(str, v.threads)),
+                      "device" if v.device_steps else "host",
+                      f"{e.launches:,}" if not e.error else "",
+                      "" if e.error else f"{e.seconds * 1e3:,.3f}", e.error or e.detail)
+    console.print(table)
 
 
 def modelled_traffic(args: argparse.Namespace, result):

@@ -41,6 +41,7 @@ from polygpu.codegen.thread_ast import _involves, kernel_ast
 from polygpu.frontend import ir
 from polygpu.memory.placement import STATIC_SHARED_BYTES, MemoryPlan
 from polygpu.model import atomic
+from polygpu.model.isl_util import union_of_sets
 from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.legality import insert_constants
 from polygpu.schedule.tiling import AXES, TiledKernel
@@ -183,13 +184,6 @@ def _parameter_list(scop: Scop, args: tuple[Argument, ...], host: bool = True) -
     if host:
         params += [cgen.Value("const int", name) for name in scop.host]
     return params
-
-
-def union_set(sets: list[isl.Set]) -> isl.UnionSet:
-    result = isl.UnionSet.from_set(sets[0])
-    for s in sets[1:]:
-        result = result.union(isl.UnionSet.from_set(s))
-    return result
 
 
 def launch_steps(scop: Scop, statements: tuple[str, ...], name: str) -> isl.Set:
@@ -369,7 +363,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         constants=tuple(sorted(constants)),
         specialized=tuple(scop.fixed_parameters.items()),
         host_iterators=host_iterators,
-        host_steps=str(union_set(steps)) if steps else "",
+        host_steps=str(union_of_sets(steps)) if steps else "",
         index64=index64,
         index_bounds=() if values is not None or index64 else bounds,
     )

@@ -42,8 +42,8 @@ from polygpu.codegen.thread_ast import (
     with_params,
 )
 from polygpu.frontend import ir
-from polygpu.memory.placement import Buffer
-from polygpu.model.dependences import maps_of, union_of
+from polygpu.memory.placement import Buffer, prefetch_count
+from polygpu.model.isl_util import maps_of, union_of
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 
@@ -208,39 +208,8 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
                      cgen.Block(unpack + list(body.contents)))]
 
 
-MAX_PREFETCH = 32  # prefetch registers per thread, over all buffers of a kernel
-
-
 def prefetch_name(buffer: Buffer) -> str:
     return f"pg_pf_{buffer.name}"
-
-
-def prefetch_count(buffer: Buffer, kernel: TiledKernel) -> int:
-    """Elements of ``buffer`` one thread copies per tile."""
-    return -(-buffer.box.size // kernel.n_threads)
-
-
-def prefetched(scop: Scop, kernel: TiledKernel, buffers: list[Buffer]) -> list[Buffer]:
-    """The shared buffers whose copy-ins ``kernel`` pipelines through registers: those
-    of the deepest tile level (the loop that steps through the tiles) of arrays the
-    kernel never writes -- so loading the next tile early cannot read a value the
-    current one is still producing -- within :data:`MAX_PREFETCH` registers."""
-    shared = [b for b in buffers if b.space == "shared"]
-    if not kernel.prefetch or not shared:
-        return []
-    depth = max(b.level for b in shared)
-    written = {a.array for a in scop.accesses
-               if a.kind == "write" and a.statement in kernel.statements}
-    chosen, used = [], 0
-    for b in shared:
-        if depth == 0 or b.level != depth or b.reads is None or b.writes is not None \
-                or b.array in written:
-            continue
-        if used + prefetch_count(b, kernel) > MAX_PREFETCH:
-            continue
-        used += prefetch_count(b, kernel)
-        chosen.append(b)
-    return chosen
 
 
 def _shifted(s: isl.Set, by: int) -> isl.Set:
@@ -332,7 +301,7 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
             pieces.append(_schedule_of(name, where, b.level, order, depth))
     schedule = union_of(pieces)
     context = thread_context(scop, kernel, threads=False).align_params(tile.get_space())
-    early = prefetched(scop, kernel, buffers)
+    early = [b for b in shared if b.prefetch]  # the memory stage's decision
     build = isl.AstBuild.from_context(context)
     if depth:
         build = build.set_iterators(ids(iterators))
@@ -361,7 +330,7 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
             return _bind(levels, args, [cgen.Line("__syncthreads();")] + loads + work
                          + [cgen.Line("__syncthreads();")], printer.index64)
         b, direction, where = by_name[name]
-        if b in early and direction == "in":
+        if b.prefetch and direction == "in":
             # registers -> buffer, loaded by the previous tile's work unless there was
             # none (the first tile of a run): then load them here first
             known = _tile_params(where, kernel, depth).intersect_params(context)

@@ -21,6 +21,11 @@ their partial sums in global memory with ``atomicAdd``.  Its register buffer hol
 thread's partial sums -- zeroed, accumulated, then added atomically -- and exists only
 when every reference to the array in the kernel is such an update.
 
+With the variant's ``prefetch``, the shared copy-ins of the deepest tile level of arrays
+the kernel never writes are pipelined through registers (at most :data:`MAX_PREFETCH`
+per thread): the decision is recorded here (``Buffer.prefetch``), the code generator
+emits it (:mod:`polygpu.codegen.staging`) and the search's cost model reads it.
+
 All references to an array in a kernel go through its buffer, so the buffer is the only
 copy while the kernel runs.  Why the copies are exact: inside a kernel no dependence
 crosses threads or blocks (the tiled schedule was proven so), so a thread's registers
@@ -32,7 +37,7 @@ elements written, and barriers separate copies from the computation.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
@@ -47,7 +52,8 @@ from polygpu.memory.padding import (
     element_stride,
 )
 from polygpu.model.analysis import Analysis
-from polygpu.model.dependences import maps_of
+from polygpu.model.isl_util import maps_of, union_optional
+from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 from polygpu.schedule.transformation import Transformation
 from polygpu.schedule.variant import Variant
@@ -56,6 +62,7 @@ MAX_REGISTERS = 64  # elements of one register buffer per thread
 CONSTANT_BYTES = 64 * 1024
 STATIC_SHARED_BYTES = 48 * 1024  # larger needs dynamic shared memory (opt-in)
 MAX_SHARED_BYTES = 227 * 1024  # sm_90's opt-in maximum per block
+MAX_PREFETCH = 32  # prefetch registers per thread, over all buffers of a kernel
 
 
 @dataclass(frozen=True)
@@ -89,6 +96,9 @@ class Buffer:
     # array); a transposed buffer puts the dimension a thread's runs of points move
     # along innermost, so the runs load as vectors
     order: tuple[int, ...] = ()
+    # a shared buffer whose copy-in is prefetched through registers: the next tile's
+    # elements are loaded during the current tile's work (see _prefetched)
+    prefetch: bool = False
 
     @property
     def storage_order(self) -> tuple[int, ...]:
@@ -152,11 +162,37 @@ class MemoryPlan:
     def shared_bytes(self, kernel: int) -> int:
         return sum(b.bytes for b in self.buffers if b.kernel == kernel and b.space == "shared")
 
+    def prefetches(self, kernel: int) -> bool:
+        """Whether some shared copy-in of ``kernel`` is prefetched through registers."""
+        return any(b.prefetch for b in self.buffers if b.kernel == kernel)
 
-def _union(a: isl.Set | None, b: isl.Set | None) -> isl.Set | None:
-    if a is None:
-        return b
-    return a if b is None else a.union(b)
+
+def prefetch_count(buffer: Buffer, kernel: TiledKernel) -> int:
+    """Elements of ``buffer`` one thread copies per tile (its prefetch registers)."""
+    return -(-buffer.box.size // kernel.n_threads)
+
+
+def _prefetched(scop: Scop, kernel: TiledKernel, buffers: list[Buffer]) -> frozenset[str]:
+    """The arrays whose shared copy-ins ``kernel`` pipelines through registers: those
+    of the deepest tile level (the loop that steps through the tiles) of arrays the
+    kernel never writes -- so loading the next tile early cannot read a value the
+    current one is still producing -- within :data:`MAX_PREFETCH` registers."""
+    shared = [b for b in buffers if b.space == "shared"]
+    if not kernel.prefetch or not shared:
+        return frozenset()
+    depth = max(b.level for b in shared)
+    written = {a.array for a in scop.accesses
+               if a.kind == "write" and a.statement in kernel.statements}
+    chosen, used = set(), 0
+    for b in shared:
+        if depth == 0 or b.level != depth or b.reads is None or b.writes is not None \
+                or b.array in written:
+            continue
+        if used + prefetch_count(b, kernel) > MAX_PREFETCH:
+            continue
+        used += prefetch_count(b, kernel)
+        chosen.add(b.array)
+    return frozenset(chosen)
 
 
 def _context(an: Analysis, s: isl.Set) -> isl.Set:
@@ -337,7 +373,7 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
             if variant.registers and "register" in cands:
                 reads = footprint(scop, kernel, array.name, "read", 0, threads=True)
                 writes = footprint(scop, kernel, array.name, "write", 0, threads=True)
-                both = _union(reads, writes)
+                both = union_optional(reads, writes)
                 box = bounding_box(both, _context(an, both))
                 if box is not None and box.size <= MAX_REGISTERS and (
                         box.size == 1 or kernel.unroll_dims):
@@ -386,7 +422,7 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                                   statements=users)
                 writes = footprint(scop, kernel, array.name, "write", level, threads=False,
                                    statements=users)
-                both = _union(reads, writes)
+                both = union_optional(reads, writes)
                 box = bounding_box(both, _context(an, both))
                 if box is None:
                     continue
@@ -409,6 +445,11 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
             if not placed and key not in where:
                 where[key] = ("global", "no tile level bounds the block's data by a "
                               "constant (set time_tile)")
+        # the shared copy-ins prefetched through registers (variant's ``prefetch``):
+        # recorded on the buffers, for the code generator and the search's cost model
+        early = _prefetched(scop, kernel, [b for b in buffers if b.kernel == kernel.index])
+        buffers = [replace(b, prefetch=True) if b.kernel == kernel.index and b.array in early
+                   else b for b in buffers]
     placements = []
     for a in scop.accesses:
         try:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polygpu.model.build import map_from_pw_affs
+from polygpu.model.isl_util import maps_of, union_of  # also re-exported for importers
 from polygpu.model.scop import Scop
 
 KINDS = ("flow", "anti", "output")
@@ -55,20 +56,10 @@ class Dependences:
 
     def union(self, kinds: tuple[str, ...] = KINDS) -> isl.UnionMap:
         """All dependences of the given kinds as one union map."""
-        result = isl.UnionMap.empty(self.space)
-        for d in self.items:
-            if d.kind in kinds:
-                result = result.union(isl.UnionMap.from_map(d.relation))
-        return result
+        return union_of((d.relation for d in self.items if d.kind in kinds), self.space)
 
     def of_kind(self, kind: str) -> tuple[Dependence, ...]:
         return tuple(d for d in self.items if d.kind == kind)
-
-
-def maps_of(umap: isl.UnionMap) -> list[isl.Map]:
-    """The maps of a union map, one per (domain, range) space pair."""
-    ml = umap.get_map_list()
-    return [ml.get_at(k) for k in range(ml.n_map())]
 
 
 # equal representations of a map, ever simpler, to retry an isl operation on where isl
@@ -99,17 +90,6 @@ def coalesce(x: isl.Map | isl.Set | isl.UnionMap) -> isl.Map | isl.Set | isl.Uni
         except isl.Error:
             continue
     return x
-
-
-def union_of(items) -> isl.UnionMap:
-    """The union of isl maps or union maps (at least one)."""
-    result = None
-    for x in items:
-        u = isl.UnionMap.from_map(x) if isinstance(x, isl.Map) else x
-        result = u if result is None else result.union(u)
-    if result is None:
-        raise ValueError("the union of nothing has no space")
-    return result
 
 
 def _reverse_time(schedule: isl.UnionMap) -> isl.UnionMap:

@@ -17,6 +17,7 @@ import islpy as isl
 
 from polygpu.errors import PolygpuError, SourceLoc
 from polygpu.frontend import ir
+from polygpu.model.isl_util import union_of, union_of_sets
 
 
 def fix_parameters(s, values: Mapping[str, int]):
@@ -185,11 +186,11 @@ class Scop:
 
     @cached_property
     def domain(self) -> isl.UnionSet:
-        return _union_set([s.domain for s in self.statements], self.context)
+        return union_of_sets([s.domain for s in self.statements], self.context.get_space())
 
     @cached_property
     def schedule(self) -> isl.UnionMap:
-        return _union_map([s.schedule for s in self.statements], self.context)
+        return union_of([s.schedule for s in self.statements], self.context.get_space())
 
     def access_map(self, kind: str, array: str | None = None) -> isl.UnionMap:
         """Union of the ``kind`` ('read'/'write') relations, optionally of one array."""
@@ -198,21 +199,8 @@ class Scop:
             for a in self.accesses
             if a.kind == kind and (array is None or a.array == array)
         ]
-        return _union_map(maps, self.context)
+        return union_of(maps, self.context.get_space())
 
     def written_arrays(self) -> frozenset[str]:
         return frozenset(a.array for a in self.accesses if a.kind == "write")
 
-
-def _union_set(sets: list[isl.Set], context: isl.Set) -> isl.UnionSet:
-    result = isl.UnionSet.empty(context.get_space())
-    for s in sets:
-        result = result.union(isl.UnionSet.from_set(s))
-    return result
-
-
-def _union_map(maps: list[isl.Map], context: isl.Set) -> isl.UnionMap:
-    result = isl.UnionMap.empty(context.get_space())
-    for m in maps:
-        result = result.union(isl.UnionMap.from_map(m))
-    return result

@@ -23,6 +23,7 @@ import numpy as np
 
 from polygpu.errors import PolygpuError
 from polygpu.model.dependences import coalesce
+from polygpu.model.isl_util import sets_of
 from polygpu.model.scop import Scop
 
 
@@ -83,10 +84,7 @@ def _live_in_by_order(scop: Scop, writes: isl.UnionMap) -> isl.UnionSet:
 
 
 def _by_array(uset: isl.UnionSet) -> dict[str, isl.Set]:
-    sets = uset.get_set_list()
-    return {
-        s.get_tuple_name(): s for s in (sets.get_at(k) for k in range(sets.n_set()))
-    }
+    return {s.get_tuple_name(): s for s in sets_of(uset)}
 
 
 def at_parameters(s: isl.Set, params: Mapping[str, int]) -> isl.Set:

@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 import islpy as isl
 
 from polygpu.model.analysis import Analysis
-from polygpu.model.dependences import maps_of
+from polygpu.model.isl_util import maps_of, union_of
 from polygpu.model.scop import Scop, Statement
 from polygpu.schedule.isl_fallback import isl_schedule
 
@@ -108,13 +108,6 @@ def _drop_constant_dims(maps: list[isl.Map]) -> list[isl.Map]:
     return out
 
 
-def _union(maps: list[isl.Map], context: isl.Set) -> isl.UnionMap:
-    result = isl.UnionMap.empty(context.get_space())
-    for m in maps:
-        result = result.union(isl.UnionMap.from_map(m))
-    return result
-
-
 def host_loops(an: Analysis) -> HostSchedule | None:
     """The ``loops`` host schedule: per statement, its enclosing loops that carry a
     dependence from the outside in (stopping at the first that does not)."""
@@ -139,7 +132,7 @@ def host_loops(an: Analysis) -> HostSchedule | None:
         maps.append(_prefix(s, 2 * m if m == g else 2 * m + 1, 2 * g))
     maps = _drop_constant_dims(maps)
     names = _free_names(scop, maps[0].dim(isl.dim_type.out))
-    return HostSchedule(_union(maps, scop.context), names, "loops")
+    return HostSchedule(union_of(maps, scop.context.get_space()), names, "loops")
 
 
 def _loop_deltas(an: Analysis, stmts: list[Statement]) -> list[tuple[isl.Set, int]]:
@@ -210,7 +203,8 @@ def wavefront(an: Analysis) -> HostSchedule | None:
             proj = proj.align_params(sched.get_space())
             maps[s.name] = sched.apply_range(proj)
         names = _free_names(scop, 1)
-        return HostSchedule(_union(list(maps.values()), scop.context), names, "wavefront")
+        return HostSchedule(union_of(list(maps.values()), scop.context.get_space()), names,
+                            "wavefront")
     return None
 
 
@@ -283,7 +277,7 @@ def isl_host(an: Analysis) -> HostSchedule | None:
     if not maps or maps[0].dim(isl.dim_type.out) == 0:
         return None
     names = _free_names(scop, maps[0].dim(isl.dim_type.out))
-    return HostSchedule(_union(maps, scop.context), names, "isl")
+    return HostSchedule(union_of(maps, scop.context.get_space()), names, "isl")
 
 
 def host_schedules(an: Analysis) -> list[HostSchedule]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import islpy as isl
 
 from polygpu.model.analysis import Analysis
+from polygpu.model.isl_util import maps_of, sets_of
 from polygpu.schedule.adjacency import coalesced_references, transformation
 from polygpu.schedule.transformation import KernelSchedule, Transformation
 
@@ -30,13 +31,12 @@ def _selector(width: int, dims: list[int]) -> isl.Map:
 
 
 def _statements(an: Analysis, domain: isl.UnionSet) -> tuple[str, ...]:
-    names = {domain.get_set_list().get_at(k).get_tuple_name()
-             for k in range(domain.n_set())}
+    names = {s.get_tuple_name() for s in sets_of(domain)}
     return tuple(s.name for s in an.scop.statements if s.name in names)
 
 
 def _width(umap: isl.UnionMap) -> int:
-    return umap.get_map_list().get_at(0).dim(isl.dim_type.out)
+    return maps_of(umap)[0].dim(isl.dim_type.out)
 
 
 def _band_kernel(an: Analysis, node: isl.ScheduleNode) -> KernelSchedule:

@@ -16,9 +16,10 @@ SATURATION = 0.25  # concurrency from which memory-level parallelism stops helpi
 ISSUE_SATURATION = 0.125
 
 
-# what one launch costs beyond its work: the launch latency of back-to-back launches
-# (a few microseconds); what a host loop of thousands of steps pays per step
-LAUNCH_SECONDS = 3e-6
+# what one launch costs beyond its work: the latency of a launch that depends on the one
+# before (what a host loop of thousands of steps pays per step); on the H100, 8000
+# launches of a triangular solve's steps took 72.8 ms, 9.1 us each (plans_polybench.md)
+LAUNCH_SECONDS = 8e-6
 
 
 def active_sms(blocks: int, sms: int) -> float:

@@ -29,6 +29,7 @@ import islpy as isl
 
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
+from polygpu.model.isl_util import sets_of, union_of
 from polygpu.model.scop import Scop
 
 _FLOAT_OPS = ("+", "-", "*", "/")
@@ -60,8 +61,7 @@ def parameter_set(scop: Scop, params: Mapping[str, int]) -> isl.Set:
 
 def count(s: isl.Set | isl.UnionSet, point: isl.Set) -> int:
     """Number of integer points of ``s`` at the parameter point ``point`` (exact)."""
-    sets = [s] if isinstance(s, isl.Set) else [
-        s.get_set_list().get_at(k) for k in range(s.get_set_list().n_set())]
+    sets = [s] if isinstance(s, isl.Set) else sets_of(s)
     total = 0
     for piece in sets:
         fixed = piece.intersect_params(point)
@@ -150,13 +150,6 @@ def flops(scop: Scop, params: Mapping[str, int]) -> int:
 # --------------------------------------------------------------------------
 
 
-def _union(maps: list[isl.Map], space: isl.Space) -> isl.UnionMap:
-    result = isl.UnionMap.empty(space)
-    for m in maps:
-        result = result.union(isl.UnionMap.from_map(m))
-    return result
-
-
 def exposed_reads(reads: isl.UnionMap, writes: isl.UnionMap,
                   schedule: isl.UnionMap) -> isl.UnionMap:
     """The read pairs ``{ instance -> element }`` that no earlier write of the element
@@ -188,7 +181,7 @@ def array_footprints(scop: Scop, params: Mapping[str, int]) -> dict[str, tuple[i
     space = scop.context.get_space()
 
     def fixed(maps):
-        return _union([m.intersect_params(point) for m in maps], space)
+        return union_of([m.intersect_params(point) for m in maps], space)
 
     reads = fixed([a.relation for a in scop.accesses if a.kind == "read"])
     writes = fixed([a.relation for a in scop.accesses if a.kind == "write"])
@@ -205,9 +198,8 @@ def array_footprints(scop: Scop, params: Mapping[str, int]) -> dict[str, tuple[i
 
 
 def _by_array(uset: isl.UnionSet) -> dict[str, isl.Set]:
-    sets = uset.coalesce().get_set_list()
     out: dict[str, isl.Set] = {}
-    for s in (sets.get_at(k) for k in range(sets.n_set())):
+    for s in sets_of(uset.coalesce()):
         name = s.get_tuple_name()
         out[name] = out[name].union(s) if name in out else s
     return out

@@ -54,6 +54,7 @@ import islpy as isl
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
 from polygpu.model.atomic import sum_update
+from polygpu.model.isl_util import union_of
 from polygpu.model.scop import Access, Scop, Statement
 from polygpu.params import parse_params
 
@@ -343,19 +344,12 @@ def _precedes(first: Sequence[Statement], second: Sequence[Statement],
               pairs: isl.UnionMap | None = None) -> bool:
     """Whether every instance of ``first`` runs before every instance of ``second`` (or,
     with ``pairs`` ``{ f -> s }``, before the ones it is paired with)."""
-    s1 = _union([_umap(s.schedule) for s in first])
-    s2 = _union([_umap(s.schedule) for s in second])
+    s1 = union_of(s.schedule for s in first)
+    s2 = union_of(s.schedule for s in second)
     before = s1.lex_lt_union_map(s2)  # { f -> s : t(f) < t(s) }
     if pairs is None:
         pairs = isl.UnionMap.from_domain_and_range(s1.domain(), s2.domain())
     return pairs.is_subset(before)
-
-
-def _union(maps: list[isl.UnionMap]) -> isl.UnionMap:
-    result = maps[0]
-    for m in maps[1:]:
-        result = result.union(m)
-    return result
 
 
 def match_blas(scop: Scop) -> tuple[BlasCall, ...]:

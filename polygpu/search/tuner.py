@@ -176,7 +176,6 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
     """Worker: one variant -> its program and model numbers (picklable), or the error.
     A specializing variant also gets the program of its reference check: the same
     variant specialized at ``check_params``."""
-    from polygpu.codegen.staging import prefetched
     from polygpu.memory.operand_loads import operand_loads
     from polygpu.memory.traffic import estimated_traffic
     from polygpu.pipeline import compile_variant, program_at
@@ -200,7 +199,7 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
                 instances=loads.instances * times,
                 operand_loads=round(loads.loads * times),
                 blocks=blocks[names.index(name)],
-                prefetched=prefetched(scop, k, list(c.memory.of_kernel(k.index).values()))))
+                prefetched=c.memory.prefetches(k.index)))
         return {"program": c.program, "check_program": checked,
                 "traffic": sum(x.traffic_bytes for x in costs),
                 "instances": sum(x.instances for x in costs),

@@ -42,7 +42,8 @@ import islpy as isl
 from polygpu.errors import SourceLoc
 from polygpu.frontend import ir
 from polygpu.model.build import _Builder, map_from_pw_affs
-from polygpu.model.dependences import compute_dependences, maps_of
+from polygpu.model.dependences import compute_dependences
+from polygpu.model.isl_util import maps_of, union_of_sets
 from polygpu.model.scop import Access, Array, Loop, Scop, Statement
 
 PREFIX = "pg_x_"  # frontend/names.py reserves pg_: no user name can clash
@@ -75,6 +76,13 @@ class Expansion:
     scop: Scop
     expanded: tuple[Expanded, ...]
     refused: tuple[Refusal, ...]
+
+    def to_json(self) -> list[dict]:
+        """What ``compile --json`` and ``analyze --plan`` show: every temporary
+        considered, expanded (its copy, loops and copy-back) or refused (why)."""
+        return [{"array": e.array, "copy": e.name, "loops": list(e.loops),
+                 "copy_back": list(e.copy_back), "reason": e.reason} for e in self.expanded
+                ] + [{"array": r.array, "refused": r.reason} for r in self.refused]
 
 
 class _Refused(Exception):
@@ -116,7 +124,8 @@ def _expand(scop: Scop, array: Array) -> tuple[Scop, Expanded]:
     if not common:
         raise _Refused("its accesses do not all lie inside one common loop")
     flow = _flow(scop, array.name)
-    reads = _union_sets([a.relation.domain() for a in accesses if a.kind == "read"], scop)
+    reads = union_of_sets([a.relation.domain() for a in accesses if a.kind == "read"],
+                          scop.context.get_space())
     if not reads.subtract(flow.range()).is_empty():
         raise _Refused("a read takes a value from before the region (no write in the "
                        "region precedes it)")
@@ -208,13 +217,6 @@ def _same_at(umap: isl.UnionMap, d: int) -> bool:
                 isl.dim_type.in_, d, isl.dim_type.out, d)):
             return False
     return True
-
-
-def _union_sets(sets: list[isl.Set], scop: Scop) -> isl.UnionSet:
-    result = isl.UnionSet.empty(scop.context.get_space())
-    for s in sets:
-        result = result.union(isl.UnionSet.from_set(s))
-    return result
 
 
 # --------------------------------------------------------------------------------------

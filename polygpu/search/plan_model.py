@@ -1,0 +1,236 @@
+"""The default plan at known sizes: the cost model's top plan among a few, no GPU needed.
+
+Without a search, a program used to be compiled as scheduler candidate 0 with one fixed
+tile.  When the sizes are known (``compile -p``, ``optimize(params=...)``), that choice
+can be made by the model instead: :func:`plan_variants` lists a handful of plans -- the
+best scheduler candidates, each with a few block shapes (a wide row, a square tile, a
+register tile), and for candidates with host loops the same loops run on the device in
+one block (``device_steps``) -- and :func:`choose` ranks them by :func:`estimate`.
+
+The estimate reuses the search's model (:func:`polygpu.search.cost.predicted_cost`: per
+launch the longer of the modelled traffic over the bandwidth and the instances' issue
+time, each over the share of the GPU the grid and its concurrency use, plus a latency
+per launch).  Two things it adds, because the default must also choose between
+launching host steps and running them on the device:
+
+* without ptxas, registers are guessed from the points per thread (:func:`_registers`),
+  so the concurrency is the occupancy calculator's for that guess;
+* a device-steps plan runs every step's kernels one after the other in *one* block: per
+  kernel and step, its instances over the block's threads in rounds of one dependent
+  global access each (:data:`ROUND_SECONDS`), and never faster than one SM's share of
+  the bandwidth and issue rate.
+
+The constants were measured on the H100 (``tuning/results/NVIDIA-H100-80GB-HBM3/
+plans_polybench.md``): 8000 host launches of triangular solve took 72.8 ms (9.1 us per
+dependent launch); its device steps took 36.5 ms for 4000 steps of ~16 rounds (0.57 us a
+round) with 128 threads and 114 ms for ~62 rounds (0.46 us) with 32.  The estimate is an
+order, not a prediction of the time: ``tests/test_plan_model.py`` replays the recorded
+measurements and checks the order picks a plan close to the best measured one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from polygpu.errors import PolygpuError
+from polygpu.pipeline import Compiled, Prepared, compile_variant
+from polygpu.runtime.grid import launch_blocks
+from polygpu.schedule.variant import Variant
+from polygpu.search.candidate import Candidate, LaunchCost
+from polygpu.search.cost import predicted_cost
+from polygpu.search.occupancy import SM_90, Limits
+from polygpu.search.pruning import concurrency
+
+CANDIDATES = 3  # scheduler candidates the default considers
+ROUND_SECONDS = 0.5e-6  # one dependent round of global accesses of a block (device steps)
+DEVICE_STEP_THREADS = 1024  # a device-steps block: the widest, fewest rounds per step
+# one block reads at most this multiple of an even share (1/SMs) of the DRAM bandwidth
+SINGLE_SM_BANDWIDTH_SHARE = 2.0
+
+
+@dataclass(frozen=True)
+class PlanEstimate:
+    """One plan as the model sees it: predicted seconds (an order), launches per run
+    and the terms behind the number, or why it could not be built."""
+
+    variant: Variant
+    seconds: float
+    launches: int
+    detail: str
+    error: str = ""
+
+    def to_json(self) -> dict:
+        out = {"variant": self.variant.to_json(), "predicted_ms": (
+            None if math.isinf(self.seconds) else round(self.seconds * 1e3, 4)),
+            "launches": self.launches, "detail": self.detail}
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass(frozen=True)
+class PlanChoice:
+    """The model's top plan and the ranking it came from (best first)."""
+
+    variant: Variant
+    ranking: tuple[PlanEstimate, ...]
+
+    def to_json(self) -> dict:
+        return {"chosen": self.variant.to_json(),
+                "ranking": [e.to_json() for e in self.ranking]}
+
+
+def _shapes(n_mapped: int, has_time_loop: bool) -> list[dict]:
+    """Block shapes worth a default: a wide row of 512 threads (coalesced, few rounds),
+    a square 32x32 tile (reuse along both dimensions), and with a time loop (a
+    reduction inside the kernel) register tiles, which cut the loads per operation.
+
+    Order matters where the model ties (:func:`choose` keeps the earlier): with a time
+    loop the square tile comes first -- each staged element then serves 32 operations
+    along both dimensions, where a 4-row tile stages a 32 x 128 slab for 4 rows (symm
+    on the H100: 5.0 ms against 12.1, which the traffic model alone does not tell
+    apart); without one, the wide row."""
+    if n_mapped <= 1:
+        return [dict(tile=(256,), threads=(256,)), dict(tile=(128,), threads=(128,))]
+    row, square = dict(tile=(4, 128), threads=(4, 128)), dict(tile=(32, 32), threads=(8, 32))
+    if not has_time_loop:
+        return [row, square]
+    return [square, row, dict(tile=(32, 32), threads=(8, 32), jam=True),
+            dict(tile=(64, 64), threads=(16, 16), jam=True, chunk=4, prefetch=True)]
+
+
+def _shared_accumulator(c: Compiled) -> str:
+    """Why a register-tiled (jam) variant is no default: a kernel whose written array
+    is staged in shared memory accumulates there, not in registers, so the tile saves
+    none of the loads the model credits it with and adds bank conflicts (symm in double
+    on the H100: 35 ms against 5.0 untiled).  Empty when there is no such kernel."""
+    for b in c.memory.buffers:
+        if b.space == "shared" and b.writes is not None and \
+                c.variant.for_kernel(b.kernel).jam:
+            return (f"kernel {b.kernel}: register tile over {b.array} accumulated in "
+                    "shared memory (search only)")
+    return ""
+
+
+def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant]:
+    """The plans the default chooses among (see the module docstring), in a fixed
+    order: ties keep the earlier."""
+    from polygpu.search.space import shapes
+
+    found = []
+    for shape in shapes(prepared, params, CANDIDATES):
+        c = shape.candidate
+        for fields in _shapes(shape.n_mapped, shape.has_time_loop):
+            v = Variant(candidate=c, **fields)
+            if v not in found:
+                found.append(v)
+        if prepared.candidates[c].host is not None:
+            wide = (DEVICE_STEP_THREADS,) if shape.n_mapped <= 1 else (
+                DEVICE_STEP_THREADS // 128, 128)
+            found.append(Variant(candidate=c, tile=wide, threads=wide, shared=False,
+                                 device_steps=True))
+    return found
+
+
+def _registers(variant: Variant, double: bool) -> int:
+    """A guess of registers per thread without ptxas: a base for indices and addresses,
+    plus one (two in double) per point of the register tile."""
+    points = math.prod(t // n for t, n in zip(variant.tile, variant.threads, strict=True))
+    return min(255, 32 + points * (2 if double else 1) * (2 if variant.jam else 1))
+
+
+def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90
+                 ) -> tuple[LaunchCost, ...]:
+    """Per launch of a host-launched variant, what the cost model counts: modelled
+    traffic, instances and operand loads over all its runs, its grid, and the
+    concurrency the occupancy calculator gives for guessed registers."""
+    from polygpu.memory.operand_loads import operand_loads
+    from polygpu.memory.traffic import estimated_traffic
+
+    scop = c.kernel_scop
+    blocks = launch_blocks(c.program, params)
+    names = [la.kernel for la in c.program.launches]
+    double = any(a.dtype == "float64" for a in scop.arrays)
+    costs = []
+    for k, name, values, times in c.modelled_launches(params):
+        launch = c.program.launches[names.index(name)]
+        loads = operand_loads(scop, k, values, c.memory)
+        threads = math.prod(launch.block)
+        shared = c.memory.shared_bytes(k.index) + launch.shared_bytes
+        _, conc = concurrency(threads, _registers(c.variant.for_kernel(k.index), double),
+                              shared, max(blocks[names.index(name)], 1),
+                              limits.multiprocessors, limits)
+        costs.append(LaunchCost(
+            kernel=name, runs=times,
+            traffic_bytes=sum(t.bytes for t in estimated_traffic(
+                scop, k, name, values, c.memory)) * times,
+            instances=loads.instances * times, operand_loads=round(loads.loads * times),
+            blocks=blocks[names.index(name)],
+            prefetched=c.memory.prefetches(k.index),
+            concurrency=conc))
+    return tuple(costs)
+
+
+def device_steps_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], threads: int,
+                         limits: Limits = SM_90) -> tuple[float, str]:
+    """Seconds of ``costs``' kernels run as device steps in one block of ``threads``
+    threads: per kernel, the longer of its rounds and one SM's share of the bandwidth
+    and issue rate.  A kernel's instances of one step are spread over at most its own
+    width (``widths``: blocks x threads of its widest step when launched; a kernel that
+    loops on one thread stays one thread) and at most the block, one instance per
+    thread and round, :data:`ROUND_SECONDS` a round."""
+    sms = limits.multiprocessors
+    bandwidth = limits.dram_bytes_per_s / sms * SINGLE_SM_BANDWIDTH_SHARE
+    share = min(1.0, threads / limits.max_threads_per_sm / 0.125)  # issue saturation
+    issue_rate = limits.fp32_lanes_per_sm * limits.clock_hz * share
+    total, rounds_all = 0.0, 0
+    for x, width in zip(costs, widths, strict=True):
+        per_step = x.instances / max(x.runs, 1)
+        rounds = x.runs * max(1, math.ceil(per_step / max(1, min(threads, width))))
+        rounds_all += rounds
+        total += max(rounds * ROUND_SECONDS, x.traffic_bytes / bandwidth,
+                     (x.instances + x.operand_loads) / issue_rate)
+    return total, f"one block of {threads} threads, {rounds_all:,} rounds"
+
+
+def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
+             limits: Limits = SM_90) -> PlanEstimate:
+    """The model's seconds for ``variant`` at ``params`` (infinite, with the reason, for
+    a plan that cannot be built)."""
+    try:
+        # a device-steps plan is counted on its host-launched twin (same kernels)
+        c = compile_variant(prepared, replace(variant, device_steps=False), params)
+        refused = _shared_accumulator(c)
+        if refused:
+            return PlanEstimate(variant, math.inf, 0, "", refused)
+        if variant.device_steps:
+            compile_variant(prepared, variant, params)  # proven and generated, or refused
+        costs = launch_costs(c, params, limits)
+    except PolygpuError as e:
+        return PlanEstimate(variant, math.inf, 0, "", str(e).splitlines()[0])
+    if variant.device_steps:
+        # the block is as wide as the widest kernel's (codegen/cuda.py _steps_kernel)
+        threads = {la.kernel: math.prod(la.block) for la in c.program.launches}
+        widths = [x.blocks * threads[x.kernel] for x in costs]
+        seconds, detail = device_steps_seconds(costs, widths, max(threads.values()), limits)
+        return PlanEstimate(variant, seconds, 1, detail)
+    candidate = Candidate("", variant, "kept", launches=costs)
+    launches = sum(x.runs for x in costs)
+    traffic = sum(x.traffic_bytes for x in costs)
+    return PlanEstimate(variant, predicted_cost(candidate, limits), launches,
+                        f"{launches:,} launches, {traffic / 1e6:,.1f} MB modelled traffic")
+
+
+def choose(prepared: Prepared, params: Mapping[str, int], limits: Limits = SM_90,
+           variants: Sequence[Variant] | None = None) -> PlanChoice:
+    """The model's top plan at ``params`` among ``variants`` (default:
+    :func:`plan_variants`); ties keep the earlier plan."""
+    found = list(variants) if variants is not None else plan_variants(prepared, params)
+    ranking = [estimate(prepared, v, params, limits) for v in found]
+    order = sorted(range(len(ranking)), key=lambda k: (ranking[k].seconds, k))
+    ranked = tuple(ranking[k] for k in order)
+    if math.isinf(ranked[0].seconds):
+        raise PolygpuError(f"no default plan could be built: {ranked[0].error}")
+    return PlanChoice(ranked[0].variant, ranked)
