@@ -83,7 +83,8 @@ def test_trisolv_default_runs_its_steps_on_the_device(tmp_path):
     fixed = json.loads(inprocess.polygpu(
         "compile", "kernels/polybench/trisolv.c", "-p", "n=4000", "-o", str(tmp_path),
         "--json", "--variant", "{}").stdout)
-    assert "plan_choice" not in fixed and fixed["variant"] == Variant().to_json()
+    assert "plan_choice" not in fixed
+    assert Variant.from_json(fixed["variant"]) == Variant()
     assert fixed["launch_count"] == 8000
 
 
