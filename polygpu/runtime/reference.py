@@ -25,6 +25,25 @@ region that depends on ``float`` itself), the float32 build is used and the run 
 
 **Python input.**  The module is imported from its path and the function called with
 float64 numpy arrays (``@affine`` functions are unwrapped to the plain function).
+
+**Further runs for the conditioning bound** (``arithmetic``/``rounding`` of
+:func:`run_reference`; :mod:`polygpu.runtime.check` asks for them only when a float
+element misses the fixed tolerance):
+
+* *long double*: the same substitution once more, ``float`` and ``double`` both read as
+  ``long double`` (through a typedef, so a ``double`` in the prelude's macros stays one
+  type) and every math function mapped to its ``l`` version (``sqrt``/``sqrtf`` ->
+  ``sqrtl``); the arrays are numpy ``longdouble``.  It is only run where that type is wider
+  than double -- numpy's ``finfo(longdouble)`` says so at runtime and a ``_Static_assert``
+  checks that the C compiler's ``long double`` is the same type (80-bit x87 with gcc on
+  x86-64, IEEE quad on aarch64 Linux); elsewhere (MSVC, Apple arm64: long double is double)
+  :class:`VariantUnavailable` says why.  A Python function is called with ``longdouble``
+  arrays: what it computes through ``math`` or in float64 temporaries rounds to double,
+  which can only make the estimate smaller (the check stricter).
+* *directed rounding*: the float64 build run under ``fesetround(FE_UPWARD)`` or
+  ``FE_DOWNWARD`` (compiled with ``-frounding-math``); an exported helper sets the mode in
+  the calling thread and, in an OpenMP build, in every thread of the OpenMP pool, and
+  restores round-to-nearest afterwards.  C only.
 """
 
 from __future__ import annotations
@@ -65,14 +84,17 @@ _HEADERS = """#include <assert.h>
 #include <string.h>
 """
 
+# the float types by typedef names, which the float/double substitutions below leave alone
 _EXTRAS = """typedef float polygpu_f32;
+typedef double polygpu_f64;
+typedef long double polygpu_fld;
 static inline long long polygpu_llmin(long long a, long long b) { return a < b ? a : b; }
 static inline long long polygpu_llmax(long long a, long long b) { return a < b ? b : a; }
 #define POLYGPU_PICK(_1, _2, _3, _4, NAME, ...) NAME
-#define POLYGPU_MIN2(a, b) _Generic((a) + (b), polygpu_f32: fminf, double: fmin, \\
-    long double: fminl, default: polygpu_llmin)(a, b)
-#define POLYGPU_MAX2(a, b) _Generic((a) + (b), polygpu_f32: fmaxf, double: fmax, \\
-    long double: fmaxl, default: polygpu_llmax)(a, b)
+#define POLYGPU_MIN2(a, b) _Generic((a) + (b), polygpu_f32: fminf, polygpu_f64: fmin, \\
+    polygpu_fld: fminl, default: polygpu_llmin)(a, b)
+#define POLYGPU_MAX2(a, b) _Generic((a) + (b), polygpu_f32: fmaxf, polygpu_f64: fmax, \\
+    polygpu_fld: fmaxl, default: polygpu_llmax)(a, b)
 #define POLYGPU_MIN3(a, b, c) POLYGPU_MIN2(POLYGPU_MIN2(a, b), c)
 #define POLYGPU_MAX3(a, b, c) POLYGPU_MAX2(POLYGPU_MAX2(a, b), c)
 #define POLYGPU_MIN4(a, b, c, d) POLYGPU_MIN2(POLYGPU_MIN3(a, b, c), d)
@@ -93,6 +115,48 @@ _AS_DOUBLE = "#define float double\n" + "".join(
     f"#define {f} {f[:-1]}\n" for f in _F32_FUNCTIONS
 )
 
+# sqrt -> sqrtl, sqrtf -> sqrtl, ... (a double function is one with a float version)
+_DOUBLE_FUNCTIONS = sorted(f for f in ir.PURE_FUNCTIONS if f + "f" in ir.PURE_FUNCTIONS)
+
+
+def _as_long_double() -> str:
+    """The prelude of a long double build: the compiler's long double must be numpy's."""
+    info = np.finfo(np.longdouble)
+    lines = [
+        f"_Static_assert(LDBL_MANT_DIG == {info.nmant + 1} && sizeof(long double) == "
+        f'{np.dtype(np.longdouble).itemsize}, "long double is not numpy\'s longdouble");',
+        "typedef long double polygpu_fld;",  # also without the extras (C11 allows it twice)
+        "static inline long double polygpu_rsqrtl(long double x) { return 1.0L / sqrtl(x); }",
+        "#define float polygpu_fld",
+        "#define double polygpu_fld",
+    ]
+    for f in _DOUBLE_FUNCTIONS:
+        target = "polygpu_rsqrtl" if f == "rsqrt" else f + "l"
+        lines += [f"#define {f} {target}", f"#define {f}f {target}"]
+    return "\n".join(lines) + "\n"
+
+
+# exported from a directed-rounding build: set the rounding mode (1 upward, -1 downward,
+# 0 to nearest) in this thread and in every thread of the OpenMP pool; 0 on success
+_ROUNDING_HELPER = """
+int polygpu_set_rounding(int polygpu_which)
+{
+#if defined(FE_UPWARD) && defined(FE_DOWNWARD) && defined(FE_TONEAREST)
+  int polygpu_mode = polygpu_which > 0 ? FE_UPWARD : polygpu_which < 0 ? FE_DOWNWARD
+                                                                        : FE_TONEAREST;
+  int polygpu_bad = fesetround(polygpu_mode) != 0;
+  /* ignored unless built with -fopenmp (the -E step does not define _OPENMP) */
+#pragma omp parallel reduction(| : polygpu_bad)
+  polygpu_bad = fesetround(polygpu_mode) != 0;
+  return polygpu_bad;
+#else
+  return 1;
+#endif
+}
+"""
+
+ROUNDINGS = {"nearest": 0, "upward": 1, "downward": -1}
+
 _CTYPES = {
     "float32": ctypes.c_float,
     "float64": ctypes.c_double,
@@ -103,11 +167,28 @@ _CTYPES = {
 
 @dataclass(frozen=True)
 class ReferenceRun:
-    """How the reference ran: ``precision`` of its float arithmetic ('float64' or, after a
-    fallback, 'float32') and ``note`` saying why when it is not float64."""
+    """How the reference ran: ``precision`` of its float arithmetic ('float64', 'longdouble'
+    or, after a fallback, 'float32') and ``note`` saying why when it is float32."""
 
     precision: str
     note: str = ""
+
+
+class VariantUnavailable(PolygpuError):
+    """The reference cannot run in the arithmetic or rounding asked for, here; the message
+    says why (no long double wider than double, a file that needs float, a Python
+    function, ...)."""
+
+
+def long_double_unavailable() -> str:
+    """Empty when numpy's ``longdouble`` (and so C's ``long double``, checked at compile
+    time) has a wider significand than double, else why a long double reference cannot
+    help."""
+    info = np.finfo(np.longdouble)
+    if info.nmant <= np.finfo(np.float64).nmant:
+        return (f"long double is no wider than double on this platform ({info.nmant + 1}-bit "
+                "significand)")
+    return ""
 
 
 @dataclass(frozen=True)
@@ -126,23 +207,56 @@ def run_reference(
     defines: Sequence[str] = (),
     include_dirs: Sequence[str] = (),
     parallel: Sequence[ParallelLoop] = (),
+    *,
+    arithmetic: str = "double",
+    rounding: str = "nearest",
 ) -> ReferenceRun:
     """Run ``program``'s original function on ``values`` (name -> Python scalar or numpy
-    array), updating the arrays in place.  Float arrays must be float64, integer arrays of
-    their own dtype.
+    array), updating the arrays in place.  Float arrays must be float64 (``longdouble``
+    with ``arithmetic="long double"``), integer arrays of their own dtype.
+
+    ``arithmetic="long double"`` computes in long double, ``rounding`` ("upward",
+    "downward") in double under that rounding mode (C only); both raise
+    :class:`VariantUnavailable` where they cannot run (see the module docstring).
 
     ``parallel`` loops of a C reference run their iterations on OpenMP threads.  The
     result is bit-identical to the sequential run: no dependence crosses iterations of
     such a loop, so every memory location sees the same operations in the same order.
     That is what makes GPU-sized references (mm at n = 4096) affordable."""
+    if arithmetic not in ("double", "long double"):
+        raise ValueError(f"reference: unknown arithmetic {arithmetic!r}")
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"reference: unknown rounding {rounding!r}")
+    if arithmetic == "long double" and rounding != "nearest":
+        raise ValueError("reference: directed rounding is for the double reference only")
+    float_type = np.longdouble if arithmetic == "long double" else np.float64
     for a in program.arrays:
         v = values[a.name]
-        want = np.float64 if a.dtype.startswith("float") else np.dtype(a.dtype)
+        want = np.dtype(float_type if a.dtype.startswith("float") else a.dtype)
         if not isinstance(v, np.ndarray) or v.dtype != want or not v.flags.c_contiguous:
-            raise TypeError(f"reference: {a.name} must be a C-contiguous {np.dtype(want)} array")
+            kind = "numpy longdouble" if want == np.longdouble else str(want)
+            raise TypeError(f"reference: {a.name} must be a C-contiguous {kind} array")
+    if arithmetic == "long double" and (why := long_double_unavailable()):
+        raise VariantUnavailable(why)
     if program.language == "python":
-        _run_python(program, values)
-        return ReferenceRun("float64")
+        if rounding != "nearest":
+            raise VariantUnavailable("directed rounding is only applied to a C reference")
+        if arithmetic == "double":
+            _run_python(program, values)
+            return ReferenceRun("float64")
+        try:
+            _run_python(program, values, np.longdouble)
+        except Exception as e:  # the user's function, on a type it may not expect
+            raise VariantUnavailable(
+                f"{program.file}: {program.name} fails on long double arrays "
+                f"({type(e).__name__}: {e})") from None
+        return ReferenceRun("longdouble")
+    if arithmetic == "long double":
+        return _run_variant(program, values, defines, include_dirs, tuple(parallel),
+                            "long double", 0)
+    if rounding != "nearest":
+        return _run_variant(program, values, defines, include_dirs, tuple(parallel),
+                            "directed", ROUNDINGS[rounding])
     return _run_c(program, values, defines, include_dirs, tuple(parallel))
 
 
@@ -180,9 +294,12 @@ def python_function(program: ir.Program):
     return fn
 
 
-def _run_python(program: ir.Program, values: Mapping[str, object]) -> None:
+def _run_python(program: ir.Program, values: Mapping[str, object], float_type=None) -> None:
+    """Call the function; ``float_type`` (long double) converts its float scalars."""
     fn = python_function(program)
-    fn(*[values[name] for name in program.signature])
+    floats = {p.name for p in program.params if p.dtype.startswith("float")}
+    fn(*[float_type(values[name]) if float_type and name in floats else values[name]
+         for name in program.signature])
 
 
 # --------------------------------------------------------------------------
@@ -192,24 +309,54 @@ def _run_python(program: ir.Program, values: Mapping[str, object]) -> None:
 
 def _run_c(program, values, defines, include_dirs, parallel) -> ReferenceRun:
     try:
-        library = _library(program, defines, include_dirs, True, parallel)
+        library = _library(program, defines, include_dirs, "float64", parallel)
         run = ReferenceRun("float64")
     except compiler.CompileError as e:
-        library = _library(program, defines, include_dirs, False, parallel)
+        library = _library(program, defines, include_dirs, "float32", parallel)
         first = next((x for x in str(e).splitlines() if "error" in x), "")
         run = ReferenceRun(
             "float32",
             f"{program.file} does not compile with float read as double ({first.strip()}); "
             "the reference computes in float32",
         )
-    float_type = np.float64 if run.precision == "float64" else np.float32
+    _call(program, library, values, run.precision)
+    return run
+
+
+def _run_variant(program, values, defines, include_dirs, parallel, mode, rounding):
+    """The long double run, or the double run under a directed ``rounding`` (+1/-1)."""
+    try:
+        library = _library(program, defines, include_dirs, mode, parallel)
+    except compiler.CompileError as e:
+        first = next((x for x in str(e).splitlines() if "error" in x), "").strip()
+        how = ("with float and double read as long double" if mode == "long double"
+               else "with float read as double under directed rounding")
+        raise VariantUnavailable(f"{program.file} does not compile {how} ({first})") from None
+    if mode == "long double":
+        _call(program, library, values, "longdouble")
+        return ReferenceRun("longdouble")
+    set_rounding = compiler.load_library(library).polygpu_set_rounding
+    set_rounding.restype, set_rounding.argtypes = ctypes.c_int, [ctypes.c_int]
+    try:
+        if set_rounding(rounding) != 0:
+            raise VariantUnavailable("the C library cannot set the rounding mode here")
+        _call(program, library, values, "float64")
+    finally:
+        set_rounding(0)
+    return ReferenceRun("float64")
+
+
+def _call(program, library, values, precision: str) -> None:
+    """Call the function of ``library`` on ``values``, its float arithmetic in
+    ``precision`` ('float64', 'float32' or 'longdouble')."""
+    float_ctype = {"float64": ctypes.c_double, "longdouble": ctypes.c_longdouble}.get(precision)
     args, argtypes, copies = [], [], []
     arrays = {a.name: a for a in program.arrays}
     scalars = {s.name: s for s in program.params}
     for name in program.signature:
         if name in arrays:
             v = values[name]
-            if arrays[name].dtype == "float32" and float_type is np.float32:
+            if arrays[name].dtype == "float32" and precision == "float32":
                 c = np.ascontiguousarray(v, dtype=np.float32)
                 copies.append((v, c))
                 v = c
@@ -217,9 +364,7 @@ def _run_c(program, values, defines, include_dirs, parallel) -> ReferenceRun:
             argtypes.append(ctypes.c_void_p)
         else:
             dtype = scalars[name].dtype
-            ctype = ctypes.c_double if dtype == "float32" and run.precision == "float64" else (
-                _CTYPES[dtype]
-            )
+            ctype = float_ctype if dtype.startswith("float") and float_ctype else _CTYPES[dtype]
             args.append(values[name])
             argtypes.append(ctype)
     fn = getattr(compiler.load_library(library), program.name, None)
@@ -230,31 +375,44 @@ def _run_c(program, values, defines, include_dirs, parallel) -> ReferenceRun:
     fn(*args)
     for original, c in copies:
         original[...] = c
-    return run
 
 
-def _library(program, defines, include_dirs, as_double: bool, parallel):
-    """The reference library, with OpenMP loops when OpenMP accepts them (a loop whose
-    condition is not in OpenMP's canonical form is not), else sequential."""
+# mode -> (prelude after the headers and extras, text after the file, flags, file stem, what)
+_MODES = {
+    "float32": ("", "", (), "f32", ""),
+    "float64": (_AS_DOUBLE, "", (), "f64", ", float read as double"),
+    "directed": ("#include <fenv.h>\n" + _AS_DOUBLE, _ROUNDING_HELPER, ("-frounding-math",),
+                 "f64r", ", float read as double, for directed rounding"),
+    "long double": (None, "", (), "fld", ", float and double read as long double"),
+}
+
+
+def _library(program, defines, include_dirs, mode: str, parallel):
+    """The reference library (``mode``: a key of ``_MODES``), with OpenMP loops when OpenMP
+    accepts them (a loop whose condition is not in OpenMP's canonical form is not), else
+    sequential."""
     if parallel:
         try:
-            return _build_c(program, defines, include_dirs, as_double, parallel)
+            return _build_c(program, defines, include_dirs, mode, parallel)
         except compiler.CompileError:
             pass
-    return _build_c(program, defines, include_dirs, as_double)
+    return _build_c(program, defines, include_dirs, mode)
 
 
-def _build_c(program, defines, include_dirs, as_double: bool, parallel=()):
+def _build_c(program, defines, include_dirs, mode: str, parallel=()):
     """Preprocess (to hash exactly what is compiled, headers included), then compile.
 
     The prelude's min/max macros would break a file that defines functions of those names,
     so a failed build is retried without them.
     """
+    prelude, after, mode_flags, stem, described = _MODES[mode]
+    if prelude is None:
+        prelude = _as_long_double()
     gcc, _ = compiler.find_compiler("gcc")
     flags = ["-D" + d.removeprefix("-D") for d in defines]
     flags += ["-I" + i.removeprefix("-I") for i in include_dirs]
     path = os.path.abspath(program.file)
-    what = f"{program.file} (the reference{', float read as double' if as_double else ''})"
+    what = f"{program.file} (the reference{described})"
     openmp = with_openmp(path, parallel) if parallel else None
     include, extra_flags = f'#include "{path}"\n', ()
     if openmp is not None:
@@ -267,7 +425,7 @@ def _build_c(program, defines, include_dirs, as_double: bool, parallel=()):
         flags.append("-iquote" + os.path.dirname(path))
     errors = None
     for extras in (_EXTRAS, ""):
-        wrapper = _HEADERS + extras + (_AS_DOUBLE if as_double else "") + include
+        wrapper = _HEADERS + extras + prelude + include + after
         pre = subprocess.run(
             [gcc, "-E", *flags, "-x", "c", "-"], input=wrapper, capture_output=True, text=True,
             env=compiler.C_LOCALE,
@@ -278,8 +436,8 @@ def _build_c(program, defines, include_dirs, as_double: bool, parallel=()):
             )
         try:
             return compiler.build_shared_library(
-                pre.stdout, "gcc", ("-x", "cpp-output", *FLAGS, *extra_flags),
-                stem=f"ref-{program.name}-{'f64' if as_double else 'f32'}", suffix=".i",
+                pre.stdout, "gcc", ("-x", "cpp-output", *FLAGS, *mode_flags, *extra_flags),
+                stem=f"ref-{program.name}-{stem}", suffix=".i",
                 what=what,
             )
         except compiler.CompileError as e:
