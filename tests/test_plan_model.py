@@ -55,7 +55,8 @@ def _measured(kernel: str) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("kernel, slack", [("atax", 1.2), ("bicg", 1.3), ("symm", 1.05),
-                                           ("trisolv", 1.05)])
+                                           ("trisolv", 1.05), ("doitgen", 1.25),
+                                           ("cholesky", 1.15), ("lu", 1.2)])
 def test_choice_is_close_to_the_best_measured_plan(kernel, slack):
     """Replay: the model chooses again at the recorded sizes; the plan it picks must
     have been measured, within ``slack`` of the fastest plan measured in that run."""

@@ -82,7 +82,7 @@ class PlanChoice:
                 "ranking": [e.to_json() for e in self.ranking]}
 
 
-def _shapes(n_mapped: int, has_time_loop: bool) -> list[dict]:
+def _shapes(n_mapped: int, has_time_loop: bool, double: bool) -> list[dict]:
     """Block shapes worth a default: a wide row of 512 threads (coalesced, few rounds),
     a square 32x32 tile (reuse along both dimensions), and with a time loop (a
     reduction inside the kernel) register tiles, which cut the loads per operation.
@@ -91,14 +91,20 @@ def _shapes(n_mapped: int, has_time_loop: bool) -> list[dict]:
     loop the square tile comes first -- each staged element then serves 32 operations
     along both dimensions, where a 4-row tile stages a 32 x 128 slab for 4 rows (symm
     on the H100: 5.0 ms against 12.1, which the traffic model alone does not tell
-    apart); without one, the wide row."""
+    apart); without one, the wide row.  The 64 x 64 tile in runs of 4 (float4 loads)
+    is for 4-byte elements: in double it was slower than the 32 x 32 tiles in every
+    PolyBench kernel measured on the H100 (doitgen 0.69 against 0.24 ms, LU 323 against
+    182, Cholesky 203 against 116; plans_polybench.md)."""
     if n_mapped <= 1:
         return [dict(tile=(256,), threads=(256,)), dict(tile=(128,), threads=(128,))]
     row, square = dict(tile=(4, 128), threads=(4, 128)), dict(tile=(32, 32), threads=(8, 32))
     if not has_time_loop:
         return [row, square]
-    return [square, row, dict(tile=(32, 32), threads=(8, 32), jam=True),
-            dict(tile=(64, 64), threads=(16, 16), jam=True, chunk=4, prefetch=True)]
+    shapes = [square, row, dict(tile=(32, 32), threads=(8, 32), jam=True)]
+    if not double:
+        shapes.append(dict(tile=(64, 64), threads=(16, 16), jam=True, chunk=4,
+                           prefetch=True))
+    return shapes
 
 
 def _shared_accumulator(c: Compiled) -> str:
@@ -120,9 +126,10 @@ def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant
     from polygpu.search.space import shapes
 
     found = []
+    double = any(a.dtype == "float64" for a in prepared.analysis.scop.arrays)
     for shape in shapes(prepared, params, CANDIDATES):
         c = shape.candidate
-        for fields in _shapes(shape.n_mapped, shape.has_time_loop):
+        for fields in _shapes(shape.n_mapped, shape.has_time_loop, double):
             v = Variant(candidate=c, **fields)
             if v not in found:
                 found.append(v)
