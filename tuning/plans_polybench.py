@@ -187,8 +187,31 @@ def run_kernel(name, entry, args, device, backend):
     timed = [r for r in rows if "ms" in r]
     best = min(timed, key=lambda r: r["ms"]) if timed else None
     default = rows[0]
-    return {"kernel": name, "sizes": sizes, "rows": rows,
-            "default": default, "best": best, "seconds": time.time() - started}
+    tuned = tune_row(spec, entry["function"], sizes, args, device, backend) \
+        if args.tune else None
+    return {"kernel": name, "sizes": sizes, "rows": rows, "default": default,
+            "best": best, "tuned": tuned, "seconds": time.time() - started}
+
+
+def tune_row(spec, function, sizes, args, device, backend):
+    """``polygpu tune`` at these sizes (the model strategy, ``--tune`` timed variants,
+    each checked against the original first), through the API; its best variant is
+    timed again here like every other row."""
+    from polygpu.api import optimize
+
+    started = time.time()
+    try:
+        kernel = optimize(spec, params=sizes, function=function, tune=True,
+                          budget=args.tune, database=False, backend=backend)
+    except Exception as err:  # noqa: BLE001 -- recorded, the other kernels go on
+        return {"plan": f"tune, budget {args.tune}", "error": str(err).splitlines()[0]}
+    row = {"plan": f"tune, budget {args.tune}", "variant": kernel.variant.to_json(),
+           "tuner_ms": kernel.measurement.time_ms, "tune_seconds": time.time() - started,
+           "launches": len(kernel.program.steps(sizes))}
+    row["ms"] = measure(device, kernel.program, sizes, args.repeats)
+    print(f"  tuned: {row['ms']:.3f} ms in {row['tune_seconds']:.0f} s", file=sys.stderr,
+          flush=True)
+    return row
 
 
 def ratio(ppcg, ms, name):
@@ -208,8 +231,11 @@ def markdown(results, gpu, date):
              "from `../shared/anchors/ppcg_polybench_h100.md` (recorded 2026-11-22, not "
              "rerun); `vs PPCG` = PPCG ms / polygpu ms (> 1: polygpu faster; '> x' where "
              "PPCG did not finish in its limit).", "",
+             "`tuned` = `polygpu tune` (model strategy) with the budget in its row's JSON.",
+             "",
              "| kernel | default ms | launches | vs PPCG | plan search ms | launches | "
-             "vs PPCG | best plan | PPCG ms |", "|---|--:|--:|--:|--:|--:|--:|---|--:|"]
+             "vs PPCG | best plan | tuned ms | vs PPCG | PPCG ms |",
+             "|---|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|"]
     for r in results:
         name = r["kernel"]
         d, b = r["default"], r["best"]
@@ -225,6 +251,9 @@ def markdown(results, gpu, date):
         else:
             cells += [f"{b['ms']:.3f}", str(b["launches"]), ratio(ppcg, b["ms"], name),
                       b["plan"]]
+        t = r.get("tuned") or {}
+        cells += [f"{t['ms']:.3f}", ratio(ppcg, t["ms"], name)] if "ms" in t else [
+            t.get("error", "")[:60], ""]
         cells.append(str(ppcg) if ppcg else f"> {PPCG_LIMIT_MS[name]:.0f}")
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "## Every plan: the model's prediction beside the measurement", ""]
@@ -250,6 +279,8 @@ def main(argv=None):
     p.add_argument("--predicted-limit", type=float, default=40.0,
                    help="skip plans the model predicts this many times slower than its best")
     p.add_argument("--out", default=None)
+    p.add_argument("--tune", type=int, default=0, metavar="BUDGET",
+                   help="also run polygpu tune (model strategy) with this budget")
     p.add_argument("--keep", action="store_true",
                    help="keep the recorded results of the kernels not run now")
     args = p.parse_args(argv)
