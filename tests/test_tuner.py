@@ -406,7 +406,8 @@ def test_every_strategy_is_registered_and_offered_by_the_cli():
 
     tune_parser = build_parser()._subparsers._group_actions[0].choices["tune"]
     (strategy,) = [a for a in tune_parser._actions if a.dest == "strategy"]
-    assert tuple(strategy.choices) == tuple(STRATEGIES) == ("model", "exhaustive", "random")
+    assert tuple(strategy.choices) == tuple(STRATEGIES) == ("model", "exhaustive", "random",
+                                                           "per-kernel")
     with pytest.raises(Exception, match="one of model, exhaustive, random"):
         TuneOptions(strategy="greedy")
 

@@ -46,7 +46,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="directory for the best kernel's FUNCTION.cu and FUNCTION.json")
     p.add_argument("--strategy", choices=tuple(STRATEGIES), default="model",
                    help="model: the paper's pruned search (default); exhaustive: every "
-                   "variant; random: a seeded random sample (use --budget)")
+                   "variant; random: a seeded random sample (use --budget); per-kernel: "
+                   "the model's plan, then each of its kernels tuned in turn by its own "
+                   "launch time and the best combined")
     p.add_argument("--budget", type=count_value(1), metavar="N",
                    help="time at most N candidates (default: all the strategy keeps)")
     p.add_argument("--traffic-slack", type=nonnegative_float, default=50.0, metavar="P",
@@ -259,8 +261,6 @@ def _print_table(result, summary) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from polygpu.search.summary import variant_text
-
     console = Console(width=None if sys.stdout.isatty() else 140)
     counts = result.counts()
     console.print(f"{result.function} at {_params(result.params)} on "
@@ -275,10 +275,25 @@ def _print_table(result, summary) -> None:
         table.add_column(col, justify="left" if col in ("variant", "status") else "right",
                          no_wrap=col != "variant")
     for rank, row in enumerate(summary.rows[:TOP], 1):
-        table.add_row(str(rank), variant_text(row.candidate.variant),
+        table.add_row(str(rank), _variant_cell(row.candidate.variant),
                       _f(row.time_ms, ".4g"), _f(row.gflops, ".1f"), _f(row.gbs, ".1f"),
                       _f(row.fraction, ".1%"), _f(row.vs_peer, ".2f"), row.status)
     console.print(table)
+
+
+def _variant_cell(variant) -> str:
+    """A variant's fields that differ from the defaults, then each kernel's own
+    (``kernel 1: tile=32,32 threads=8,32``) where a per-kernel variant sets them."""
+    from dataclasses import replace
+
+    from polygpu.search.summary import variant_text
+
+    text = variant_text(replace(variant, kernels=()))
+    for k, overrides in variant.kernels:
+        fields = " ".join(f"{name}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
+                          for name, v in overrides)
+        text += f"; kernel {k}: {fields}"
+    return text
 
 
 def _f(x, fmt: str) -> str:

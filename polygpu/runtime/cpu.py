@@ -11,7 +11,11 @@ steps to run (``KernelProgram.steps``: per step the launch's index and the host
 iterators' values) and their number, so both backends follow one enumeration.
 
 The library is cached by a hash of its full text, so a program is compiled once; it
-is called with ctypes on numpy arrays, which it updates in place.
+is called with ctypes on numpy arrays, which it updates in place.  It also exports
+``polygpu_run_timed``, the same arguments and then a ``double *`` of one entry per launch
+to which each launch adds its wall-clock milliseconds (the device layer's
+:meth:`~polygpu.runtime.device.CpuEmulator.time_launches`); both run one body, which
+reads the clock only when that pointer is given.
 
 Launches run their blocks' threads as std::threads only when the program calls
 ``__syncthreads()``; otherwise each block's threads run one after another, a schedule CUDA
@@ -89,13 +93,18 @@ def host_source(program: KernelProgram) -> str:
             f"    g0 = {g[0]}; g1 = {g[1]}; g2 = {g[2]};\n"
             f"    if (g0 < 1 || g1 < 1 || g2 < 1 || g0 > 2147483647LL || g1 > 65535 || g2 > 65535)"
             f"\n        return polygpu_emu::bad_grid(\"{launch.kernel}\", g0, g1, g2);\n"
+            "    if (polygpu_launch_ms) polygpu_t0 = std::chrono::steady_clock::now();\n"
             f"    if (polygpu_emulate_launch(\"{launch.kernel}\", {launch.kernel}, "
             f"dim3(g0, g1, g2), dim3({b}), {launch.shared_bytes}, {concurrent}"
             f"{', ' if names else ''}{names}))\n"
             "        return 1;\n"
+            f"    if (polygpu_launch_ms) polygpu_launch_ms[{k}] += std::chrono::duration<"
+            "double, std::milli>(std::chrono::steady_clock::now() - polygpu_t0).count();\n"
         )
+    call = [a.name for a in program.arguments]
     if host:
         params += ", const long long *polygpu_steps, long long polygpu_n_steps"
+        call += ["polygpu_steps", "polygpu_n_steps"]
         width = 1 + len(host)
         body.append("    for (long long polygpu_s = 0; polygpu_s < polygpu_n_steps; "
                     "polygpu_s++) {\n"
@@ -109,16 +118,24 @@ def host_source(program: KernelProgram) -> str:
         body.append("        }\n    }\n")
     else:
         body += launch_code
+    body_params = ", ".join(p for p in (params, "double *polygpu_launch_ms") if p)
     return (
         HEADER.read_text()
         + f'\n#line 1 "{program.function}.cu"\n'
         + source
         + '\n#line 1 "polygpu_run.cpp"\n'
+        + "#include <chrono>\n"
         + 'extern "C" const char *polygpu_last_error() { return polygpu_emu::last_error; }\n'
-        + f'extern "C" int polygpu_run({params}) {{\n'
+        # one body; polygpu_launch_ms (per launch, milliseconds added) null: no clock
+        + f"static int polygpu_body({body_params}) {{\n"
         + "    long long g0, g1, g2;\n"
+        + "    std::chrono::steady_clock::time_point polygpu_t0;\n"
         + "".join(body)
         + "    return 0;\n}\n"
+        + f'extern "C" int polygpu_run({params}) {{\n'
+        + f"    return polygpu_body({', '.join([*call, 'nullptr'])});\n}}\n"
+        + f'extern "C" int polygpu_run_timed({body_params}) {{\n'
+        + f"    return polygpu_body({', '.join([*call, 'polygpu_launch_ms'])});\n}}\n"
     )
 
 
@@ -136,9 +153,20 @@ class CpuProgram:
         the device layer's plan (:func:`polygpu.runtime.device.launch_plan`); default
         ``program.steps(values)``.  Prefer :class:`polygpu.runtime.device.CpuEmulator`,
         which also checks grids and aliasing before running."""
+        self._call(values, steps, None)
+
+    def run_timed(self, values: Mapping[str, object],
+                  steps: Sequence[tuple[int, tuple[int, ...]]] | None = None) -> list[float]:
+        """As :meth:`run`; returns each launch's wall-clock milliseconds (one entry per
+        ``program.launches``, summed over its host steps)."""
+        launch_ms = np.zeros(len(self.program.launches), dtype=np.float64)
+        self._call(values, steps, launch_ms)
+        return [float(t) for t in launch_ms]
+
+    def _call(self, values, steps, launch_ms: np.ndarray | None) -> None:
         bound = bind(self.program, values)
         lib = compiler.load_library(self.library)
-        fn = lib.polygpu_run
+        fn = lib.polygpu_run if launch_ms is None else lib.polygpu_run_timed
         fn.restype = ctypes.c_int
         fn.argtypes = [
             ctypes.c_void_p if b.argument.pointer else _CTYPES[b.argument.dtype]
@@ -159,6 +187,9 @@ class CpuProgram:
                              dtype=np.int64).reshape(-1, 1 + len(self.program.host_iterators))
             fn.argtypes = fn.argtypes + [ctypes.c_void_p, ctypes.c_longlong]
             args += [steps.ctypes.data, len(steps)]
+        if launch_ms is not None:
+            fn.argtypes = fn.argtypes + [ctypes.c_void_p]
+            args.append(launch_ms.ctypes.data)
         if fn(*args) != 0:
             lib.polygpu_last_error.restype = ctypes.c_char_p
             raise LaunchError(f"{self.program.function}: {lib.polygpu_last_error().decode()}")

@@ -24,6 +24,12 @@ A :class:`Device` (:class:`CpuEmulator` or :class:`GpuDevice`) does, for one cal
    synchronising and copying back the arrays the region writes;
 4. **time** runs (:meth:`Device.time`): several argument sets used in turn (the tuner's
    L2 rotation); CUDA events on the GPU, the wall clock on the emulator.
+   :meth:`Device.time_launches` also breaks each run down by launch (each entry of
+   ``program.launches``, summed over its host steps): on the GPU one event before the
+   first launch and one after each launch, so the launches' times add up to the run's;
+   on the emulator the wall clock around each launch.  A device-steps program has one
+   launch, so its breakdown is that launch.  :meth:`Device.time` is unchanged by it:
+   no event between launches unless the breakdown is asked for.
 
 :class:`GpuDevice` takes a device index and uses that device's *primary* context
 (``pycuda.driver.Device(i).retain_primary_context()``), the one CuPy and PyTorch
@@ -55,8 +61,8 @@ from polygpu.runtime.arguments import Bound, DeviceArray, Scratch, bind, check_a
 from polygpu.runtime.compiler import CompileError
 
 __all__ = [
-    "CpuEmulator", "Device", "GpuCall", "GpuDevice", "GpuUnavailableError", "Step",
-    "device_source", "get_device", "launch_plan", "nvcc_options",
+    "CpuEmulator", "Device", "GpuCall", "GpuDevice", "GpuUnavailableError", "LaunchTimes",
+    "Step", "device_source", "get_device", "launch_plan", "nvcc_options",
 ]
 
 DEFAULT_SHARED_LIMIT = 48 * 1024  # more dynamic shared memory must be opted into
@@ -121,6 +127,24 @@ def _plan(program: KernelProgram, key: tuple[tuple[str, int], ...]) -> tuple[Ste
     return tuple(plan)
 
 
+@dataclass(frozen=True)
+class LaunchTimes:
+    """Timed runs broken down by launch: ``times_ms[r]`` is run ``r``'s total and
+    ``launch_ms[r][k]`` the milliseconds of ``program.launches[k]`` in it (all its host
+    steps).  On the GPU the launches of a run add up to its total (consecutive events);
+    on the emulator to a little less (the host code between launches is nobody's)."""
+
+    times_ms: tuple[float, ...]
+    launch_ms: tuple[tuple[float, ...], ...]
+
+    def medians(self) -> tuple[float, ...]:
+        """Per launch, the median over the runs."""
+        if not self.launch_ms:
+            return ()
+        return tuple(statistics.median(run[k] for run in self.launch_ms)
+                     for k in range(len(self.launch_ms[0])))
+
+
 # --------------------------------------------------------------------------------------
 # The interface
 # --------------------------------------------------------------------------------------
@@ -145,6 +169,11 @@ class Device(Protocol):
              repeats: int, warmup: int) -> list[float]:
         """Milliseconds of ``repeats`` runs after ``warmup`` untimed ones, run ``r`` on
         ``value_sets[r % len(value_sets)]``."""
+
+    def time_launches(self, program: KernelProgram,
+                      value_sets: Sequence[Mapping[str, object]], repeats: int,
+                      warmup: int) -> LaunchTimes:
+        """As :meth:`time`, with each run broken down by launch (:class:`LaunchTimes`)."""
 
 
 def _bind(device_kind: str, program: KernelProgram, values: Mapping[str, object],
@@ -206,6 +235,27 @@ class CpuEmulator:
             compiled.run(value_sets[r % k], steps=steps[r % k])
             times.append((time.perf_counter() - t0) * 1e3)
         return times
+
+    def time_launches(self, program: KernelProgram,
+                      value_sets: Sequence[Mapping[str, object]], repeats: int,
+                      warmup: int) -> LaunchTimes:
+        """As :meth:`time`; each launch timed by the wall clock in the emulator's host
+        code (``polygpu_run_timed``)."""
+        compiled = self.load(program)
+        steps = []
+        for values in value_sets:
+            _, plan = _bind(self.kind, program, values, None)
+            steps.append([(s.index, s.host) for s in plan])
+        k = len(value_sets)
+        for r in range(warmup):
+            compiled.run(value_sets[r % k], steps=steps[r % k])
+        times, launches = [], []
+        for r in range(warmup, warmup + repeats):
+            t0 = time.perf_counter()
+            per_launch = compiled.run_timed(value_sets[r % k], steps=steps[r % k])
+            times.append((time.perf_counter() - t0) * 1e3)
+            launches.append(tuple(per_launch))
+        return LaunchTimes(tuple(times), tuple(launches))
 
 
 # --------------------------------------------------------------------------------------
@@ -500,6 +550,52 @@ class GpuDevice:
         finally:
             for call in calls:
                 call.close()
+
+    def time_launches(self, program: KernelProgram,
+                      value_sets: Sequence[Mapping[str, object]], repeats: int,
+                      warmup: int) -> LaunchTimes:
+        """As :meth:`time`, each run broken down by launch: an event before the first
+        launch and one after every launch (host steps included), so a launch's time is
+        the gap between its two events and the launches add up to the run.  The events
+        between launches cost the GPU a little (what :meth:`time` avoids): ask for the
+        breakdown only where it is used."""
+        calls: list[GpuCall] = []
+        try:
+            for values in value_sets:
+                calls.append(self.prepare(program, values))
+            result = self.time_calls_by_launch(calls, repeats, warmup)
+            for call in calls:
+                call.copy_back()
+            return result
+        finally:
+            for call in calls:
+                call.close()
+
+    def time_calls_by_launch(self, calls: Sequence[GpuCall], repeats: int,
+                             warmup: int) -> LaunchTimes:
+        """:meth:`time_calls` with the breakdown of :meth:`time_launches`."""
+        k = len(calls)
+        n = len(calls[0].program.launches)
+        with self.active() as cuda:
+            for r in range(warmup):
+                calls[r % k].launch_all()
+            cuda.Context.synchronize()
+            marks = [cuda.Event() for _ in range(1 + max(len(c.launches) for c in calls))]
+            times, launches = [], []
+            for r in range(warmup, warmup + repeats):
+                call = calls[r % k]
+                marks[0].record()
+                for i, (func, g, block, shared, args) in enumerate(call.launches):
+                    func.prepared_async_call(g, block, None, *args, shared_size=shared)
+                    marks[i + 1].record()
+                last = marks[len(call.launches)]
+                last.synchronize()
+                row = [0.0] * n
+                for i, step in enumerate(call.plan):
+                    row[step.index] += marks[i + 1].time_since(marks[i])
+                times.append(last.time_since(marks[0]))
+                launches.append(tuple(row))
+        return LaunchTimes(tuple(times), tuple(launches))
 
     def time_by_kernel(self, program: KernelProgram, values: Mapping[str, object],
                        repeats: int = 5, warmup: int = 1) -> dict[str, float]:

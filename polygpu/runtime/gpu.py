@@ -26,15 +26,16 @@ from polygpu.runtime.device import (
     DEFAULT_SHARED_LIMIT,
     GpuDevice,
     GpuUnavailableError,
+    LaunchTimes,
     device_source,
     get_device,
     nvcc_options,
 )
 
 __all__ = [
-    "DEFAULT_SHARED_LIMIT", "GpuUnavailableError", "Timing", "device", "device_source",
-    "gpu_available", "nvcc_options", "require_gpu", "run_program", "time_by_kernel",
-    "time_program",
+    "DEFAULT_SHARED_LIMIT", "GpuUnavailableError", "LaunchTimes", "Timing", "device",
+    "device_source", "gpu_available", "nvcc_options", "require_gpu", "run_program",
+    "time_by_kernel", "time_launches", "time_program",
 ]
 
 
@@ -72,6 +73,14 @@ def time_program(program: KernelProgram, values: Mapping[str, object], repeats: 
     runs, then ``repeats`` timed ones.  The arrays are left as the last run made them."""
     times = device(index).time(program, [values], repeats, warmup)
     return Timing(statistics.median(times), tuple(times))
+
+
+def time_launches(program: KernelProgram, values: Mapping[str, object], repeats: int = 10,
+                  warmup: int = 2, index: int = 0) -> LaunchTimes:
+    """:func:`time_program` broken down by launch: per run its total and each launch's
+    milliseconds (all its host steps), from one event before the first launch and one
+    after each (:meth:`GpuDevice.time_launches`): the launches add up to the run."""
+    return device(index).time_launches(program, [values], repeats, warmup)
 
 
 def time_by_kernel(program: KernelProgram, values: Mapping[str, object], repeats: int = 5,

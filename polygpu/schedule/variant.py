@@ -100,9 +100,10 @@ class Variant:
         """This variant with kernel ``index`` set to ``kernel``'s per-kernel fields (only
         those that differ from the program-wide ones are stored)."""
         base = replace(self, kernels=())
-        overrides = tuple((f.name, getattr(kernel, f.name)) for f in fields(Variant)
-                          if f.name not in PROGRAM_WIDE
-                          and getattr(kernel, f.name) != getattr(base, f.name))
+        # sorted by name, as from_json sorts them: a variant equals its JSON round trip
+        overrides = tuple(sorted((f.name, getattr(kernel, f.name)) for f in fields(Variant)
+                                 if f.name not in PROGRAM_WIDE
+                                 and getattr(kernel, f.name) != getattr(base, f.name)))
         others = tuple((k, o) for k, o in self.kernels if k != index)
         entries = others + (((index, overrides),) if overrides else ())
         return replace(self, kernels=tuple(sorted(entries)))

@@ -19,6 +19,19 @@ variant: the measurements a search of that kernel, parameters and environment re
 Runs are numbered by their first measurement, so the numbers ``polygpu db list`` prints
 stay valid as more is recorded.  Rows are never updated: measuring a variant again (a
 retried timeout, say) appends a row, and the most recent one is what counts.
+
+**Kernel times** (table ``kernel_times``): a program of several kernels timed with its
+launches broken down (``Measurement.launch_ms``, the ``per-kernel`` strategy) also leaves
+one row per kernel, keyed by the run's key (source, function, parameters, environment),
+the *plan* (:func:`plan_identity`: the scheduler candidate and the kernel's statements),
+the kernel's index and the kernel's own merged variant (``Variant.for_kernel``) -- not
+the whole program's: a kernel's time does not depend on how the other kernels are tiled,
+so a time taken beside one set of neighbours serves every program of that plan with the
+same kernel variant.  :meth:`TuningDatabase.kernel_times` returns every row of a run's
+key, so the search can take the median of a kernel variant measured beside many
+neighbours.  The table is created by the first write to it: a file written before it
+existed is read as having no kernel times, and a polygpu that does not know the table
+ignores it (so the schema version stays 1).
 """
 
 from __future__ import annotations
@@ -74,6 +87,53 @@ CREATE TABLE measurements (
 );
 CREATE INDEX measurements_key ON measurements ({", ".join(RUN_COLUMNS)}, variant);
 """
+
+# created on the first write to it (older files have no such table; see the docstring)
+_KERNEL_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS kernel_times (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    created TEXT NOT NULL,
+    source_hash TEXT NOT NULL,
+    function TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    params TEXT NOT NULL,
+    gpu_name TEXT NOT NULL,
+    compute_capability TEXT NOT NULL,
+    cuda_version TEXT NOT NULL,
+    driver_version TEXT NOT NULL,
+    polygpu_version TEXT NOT NULL,
+    plan TEXT NOT NULL,
+    kernel INTEGER NOT NULL,
+    variant TEXT NOT NULL,
+    time_ms REAL NOT NULL,
+    program TEXT NOT NULL,
+    measurement INTEGER
+);
+CREATE INDEX IF NOT EXISTS kernel_times_key ON kernel_times
+    ({", ".join(RUN_COLUMNS)}, plan, kernel, variant);
+"""
+
+
+def plan_identity(candidate: int, statements) -> str:
+    """What identifies a kernel's plan in the kernel-times table: the scheduler
+    candidate and the statements of the kernel (canonical JSON)."""
+    return canonical({"candidate": int(candidate), "statements": [str(s) for s in statements]})
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel's time in one timed program: ``plan`` (:func:`plan_identity`),
+    ``kernel`` (its index in the plan), ``variant`` (its merged variant, canonical
+    JSON), ``time_ms`` (the median of its launches' milliseconds per run)."""
+
+    plan: str
+    kernel: int
+    variant: str
+    time_ms: float
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return (self.plan, self.kernel, self.variant)
 
 
 def default_path() -> Path:
@@ -254,6 +314,68 @@ class TuningDatabase:
                 f"variant, {', '.join(ENV_COLUMNS)}, status, time_ms, times_ms, reason, "
                 f'"check", extra) VALUES ({", ".join("?" * len(row))})', row)
         return cur.lastrowid
+
+    def record_kernel_times(self, *, spec: str, function: str | None, source_hash: str,
+                            params: Mapping[str, int], env: Environment, program: str,
+                            times: list[KernelTime], measurement: int | None = None) -> None:
+        """Store the kernel times of one timed program (``program``: its whole variant,
+        canonical JSON; ``measurement``: its row in ``measurements``, if recorded) in
+        one transaction, creating the table in a file that has none."""
+        if not times:
+            return
+        params_text = _params_text(params)
+        for t in times:
+            if not math.isfinite(t.time_ms) or t.time_ms < 0:
+                raise ValueError(f"kernel {t.kernel}: time {t.time_ms} is not a time")
+            for text in (t.plan, t.variant):
+                if not isinstance(json.loads(text), dict):
+                    raise ValueError(f"kernel {t.kernel}: {text!r} is not a JSON object")
+        created = _now()
+        env_values = tuple(getattr(env, c) for c in ENV_COLUMNS)
+        rows = [(created, source_hash, function or "", spec, params_text, *env_values,
+                 t.plan, int(t.kernel), t.variant, float(t.time_ms), program, measurement)
+                for t in times]
+        columns = ("created, source_hash, function, spec, params, "
+                   f"{', '.join(ENV_COLUMNS)}, plan, kernel, variant, time_ms, program, "
+                   "measurement")
+        with self._guard():
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in filter(str.strip, _KERNEL_SCHEMA.split(";")):
+                    conn.execute(statement)
+                conn.executemany(f"INSERT INTO kernel_times ({columns}) VALUES "
+                                 f"({', '.join('?' * len(rows[0]))})", rows)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    def kernel_times(self, source_hash: str, function: str | None,
+                     params: Mapping[str, int], env: Environment
+                     ) -> dict[tuple[str, int, str], list[float]]:
+        """Every kernel time under this run's key, oldest first, by (plan, kernel,
+        kernel variant); empty for a file without the table."""
+        key = (source_hash, function or "", _params_text(params),
+               *(getattr(env, c) for c in ENV_COLUMNS))
+        with self._guard():
+            if "kernel_times" not in self._tables():
+                return {}
+            rows = self._conn.execute(
+                f"SELECT plan, kernel, variant, time_ms FROM kernel_times {_key_where()} "
+                "ORDER BY id", key).fetchall()
+        found: dict[tuple[str, int, str], list[float]] = {}
+        for r in rows:
+            found.setdefault((r["plan"], int(r["kernel"]), r["variant"]), []).append(
+                float(r["time_ms"]))
+        return found
+
+    def kernel_count(self) -> int:
+        """Rows of the kernel-times table (0 without one)."""
+        with self._guard():
+            if "kernel_times" not in self._tables():
+                return 0
+            return self._conn.execute("SELECT COUNT(*) FROM kernel_times").fetchone()[0]
 
     # -- reading -------------------------------------------------------------------------
 

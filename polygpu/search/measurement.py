@@ -66,6 +66,9 @@ class Job:
     check_program: KernelProgram | None = None
     # values of float scalar parameters (``-p alpha=1.5``); the others are random
     scalars: Mapping[str, float] = field(default_factory=dict)
+    # also time each launch (Measurement.launch_ms): events between the launches, so
+    # asked only where the breakdown is used (the per-kernel strategy's programs)
+    launch_times: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,9 @@ class Measurement:
     """The outcome of one job.  ``time_ms`` is the median of ``times_ms`` (CUDA events,
     after warm-up) and is None unless ``status == "ok"``; ``reason`` says why a
     candidate failed (compiler output, the check's account, the signal that killed the
-    child, the timeout)."""
+    child, the timeout).  A job timed with ``launch_times`` has ``extra["launch_ms"]``:
+    per entry of ``program.launches``, the median over the runs of its milliseconds in
+    a run (all its host steps); :attr:`launch_ms` reads it."""
 
     key: str
     status: str
@@ -93,6 +98,18 @@ class Measurement:
     def score(self) -> float:
         """What the search minimises: the median time, infinite for a failed candidate."""
         return self.time_ms if self.status == "ok" else float("inf")
+
+    @property
+    def launch_ms(self) -> tuple[float, ...] | None:
+        """Per launch of the program, its median milliseconds per run, when the job was
+        timed with ``launch_times`` and passed; None otherwise."""
+        found = self.extra.get("launch_ms") if self.status == "ok" else None
+        if not isinstance(found, list | tuple) or not found:
+            return None
+        try:
+            return tuple(float(t) for t in found)
+        except (TypeError, ValueError):
+            return None
 
 
 class Runner(Protocol):

@@ -58,12 +58,15 @@ STAGES: dict[str, str] = {
     "duplicate": "generates the same code as another candidate (measured once)",
     "invalid": "polygpu or nvcc could not compile it",
     "budget": "not reached: the budget of timed candidates was spent",
+    "kernel-reused": "per-kernel search: its kernel's time taken from the database's "
+                     "kernel times (not measured again)",
 }
 _STAGE_COLOURS = {
     "timed": "#2b7bba", "reused": "#7fb2dd", "failed": "#d62728",
     "pruned-traffic": "#ff9f40", "pruned-spills": "#e377c2", "pruned-threads": "#f2c14e",
     "pruned-occupancy": "#c9a227",
     "duplicate": "#9e9e9e", "invalid": "#8c564b", "budget": "#bcbcbc",
+    "kernel-reused": "#9ecae1",
 }
 _DEFAULT_VARIANT = Variant()
 

@@ -20,7 +20,9 @@ In the child, a job is
    made and used in turn, so every run starts with the data out of L2, as it is when the
    kernel runs on inputs of realistic size; ``extra["rotations"]`` records the count.
    CPU: ``time.perf_counter`` around the emulator (only for tests and CI:
-   ``extra["timer"] == "cpu-wallclock"``).
+   ``extra["timer"] == "cpu-wallclock"``).  A job with ``launch_times`` is timed through
+   the device layer's ``time_launches`` instead: the same runs, each broken down by
+   launch, and ``extra["launch_ms"]`` holds each launch's median.
 
 Check and timing go through the device layer (:mod:`polygpu.runtime.device`), the same
 code the API launches with.  On the GPU the child runs the exact binary it checks:
@@ -429,10 +431,9 @@ def _run_job(job, backend, repeats, warmup, l2_bytes, state, index=0) -> Measure
     total = sum(v.nbytes for v in values.values() if isinstance(v, np.ndarray))
     extra["bytes"] = total
     extra["blocks"] = grid.launch_blocks(job.program, ints)
-    if backend == "gpu":
-        times = _time_gpu(job.program, values, total, repeats, warmup, l2_bytes, device, extra)
-    else:
-        times = _time_cpu(job.program, values, total, repeats, warmup, l2_bytes, device, extra)
+    timer = _time_gpu if backend == "gpu" else _time_cpu
+    times = timer(job.program, values, total, repeats, warmup, l2_bytes, device, extra,
+                  job.launch_times)
     return Measurement(job.key, "ok", time_ms=statistics.median(times), times_ms=tuple(times),
                        check=state["check"], extra=extra)
 
@@ -446,11 +447,22 @@ def _rotated(values: Mapping[str, object], k: int) -> list[dict[str, object]]:
                        for n, v in first.items()} for _ in range(k - 1)]
 
 
-def _time_cpu(program, values, total, repeats, warmup, l2_bytes, device, extra
-              ) -> list[float]:
+def _time_cpu(program, values, total, repeats, warmup, l2_bytes, device, extra,
+              by_launch: bool = False) -> list[float]:
     k = rotations(total, l2_bytes) if l2_bytes else 1
     extra.update(rotations=k, timer="cpu-wallclock", device="cpu-emulator")
-    return device.time(program, _rotated(values, k), repeats, warmup)
+    return _timed(device, program, _rotated(values, k), repeats, warmup, extra, by_launch)
+
+
+def _timed(device, program, value_sets, repeats, warmup, extra, by_launch: bool
+           ) -> list[float]:
+    """The runs' times; with ``by_launch`` through ``time_launches``, each launch's
+    median in ``extra["launch_ms"]``."""
+    if not by_launch:
+        return device.time(program, value_sets, repeats, warmup)
+    timed = device.time_launches(program, value_sets, repeats, warmup)
+    extra["launch_ms"] = list(timed.medians())
+    return list(timed.times_ms)
 
 
 def _arch_matches(arch: str, major: int, minor: int) -> bool:
@@ -476,13 +488,15 @@ def _install_gpu_module(job: Job, extra: dict, device) -> None:
     extra["sms"] = device.attribute("MULTIPROCESSOR_COUNT")
 
 
-def _time_gpu(program, values, total, repeats, warmup, l2_bytes, device, extra) -> list[float]:
+def _time_gpu(program, values, total, repeats, warmup, l2_bytes, device, extra,
+              by_launch: bool = False) -> list[float]:
     """CUDA events around each run's launches (not the copies); runs rotate through k
-    independent sets of device buffers so each starts with a cold L2."""
+    independent sets of device buffers so each starts with a cold L2.  ``by_launch``:
+    also an event after each launch (``extra["launch_ms"]``)."""
     l2 = device.attribute("L2_CACHE_SIZE") if l2_bytes is None else l2_bytes
     k = rotations(total, l2)
     extra.update(rotations=k, l2_bytes=l2, timer="cuda-events")
-    return device.time(program, _rotated(values, k), repeats, warmup)
+    return _timed(device, program, _rotated(values, k), repeats, warmup, extra, by_launch)
 
 
 def child_environment(backend: str, index: int = 0) -> Environment:

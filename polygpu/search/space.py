@@ -117,6 +117,38 @@ def shapes(prepared: Prepared, params: Mapping[str, int], limit: int) -> list[Sh
     return result
 
 
+def kernel_shapes(prepared: Prepared, params: Mapping[str, int], candidate: int
+                  ) -> list[Shape]:
+    """One :class:`Shape` per kernel of scheduler candidate ``candidate``: its own mapped
+    dimensions, extents, time loop and reduction dimensions (:func:`shapes` merges them
+    over the kernels), what :func:`kernel_variants` builds a kernel's space from."""
+    an = prepared.analysis
+    tr = prepared.candidates[candidate]
+    step = tr.step or an
+    kernels = tile(step.scop, step.dependences_with(tr.atomic), tr,
+                   Variant(candidate=candidate, tile=(1,), threads=(1,)))
+    result = []
+    for k, ks in zip(kernels, tr.kernels, strict=True):
+        n = max(k.n_mapped, 1)
+        extents = [1] * n
+        for d, pa in enumerate(k.extent):  # x first; right-aligned
+            extents[n - 1 - d] = max(extents[n - 1 - d], _value(pa, params) + 1)
+        reduction = sorted({n - ks.n_space + d for d in ks.reduction_dims
+                            if n - ks.n_space + d >= 0})
+        result.append(Shape(candidate, n, tuple(extents), _loops_in_time(ks),
+                            tuple(reduction)))
+    return result
+
+
+def kernel_variants(prepared: Prepared, params: Mapping[str, int], candidate: int,
+                    kernel: int, options: SpaceOptions = SpaceOptions()) -> list[Variant]:
+    """The space of one kernel of candidate ``candidate``, built like :func:`variants`
+    from that kernel's own shape: whole variants, of which the per-kernel search
+    (``strategies/per_kernel.py``) takes the per-kernel fields (tile, threads, jam,
+    chunk, time_tile, unroll, shared, blocked, prefetch) with ``Variant.with_kernel``."""
+    return variants(kernel_shapes(prepared, params, candidate)[kernel], options)
+
+
 def _loops_in_time(kernel) -> bool:
     """Whether some statement's time schedule has a loop (what ``time_tile`` strips)."""
     for m in maps_of(kernel.time):

@@ -33,11 +33,17 @@
    ``exhaustive`` every variant in space order; ``random`` a seeded random order.  All
    stop after ``budget`` timed candidates (measurements reused from the database do not
    count) and rank by the same cost: the median time of a candidate that passed the
-   reference check, infinite otherwise.
+   reference check, infinite otherwise.  ``per-kernel``
+   (:mod:`polygpu.search.strategies.per_kernel`) measures as it searches: it compiles
+   only the cost model's plan first (``first_space``), then more variants and their
+   measurements through the pool's :class:`Session`, and names the variant it chose
+   (:attr:`TuneResult.chosen`, ranked first).
 5. **Measure** through a :class:`~polygpu.search.measurement.Runner`; every result is
    written to the tuning database as it arrives, and earlier results with the same key
    (source, function, parameters, variant, GPU, toolkit, driver, polygpu version) are
-   reused instead of measured again.
+   reused instead of measured again.  A program of several kernels timed with its
+   launches broken down (``Job.launch_times``) also leaves each kernel's time in the
+   database's kernel-times table.
 
 The padding of every survivor is Algorithm 2's choice (``Variant.padding = -1``).
 """
@@ -49,6 +55,7 @@ import math
 import multiprocessing
 import os
 import pickle
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,9 +88,9 @@ from polygpu.search.strategies import STRATEGIES
 
 # the search's vocabulary, read from here by the API, the report and the scripts
 __all__ = ["LAUNCH_SECONDS", "REGISTERS_PER_BLOCK", "STRATEGIES", "Candidate", "LaunchCost",
-           "Measurement", "Progress", "TuneOptions", "TuneResult", "check_parameters",
-           "compile_worker", "concurrency", "model_order", "model_times", "predicted_cost",
-           "register_limited_threads", "tune"]
+           "Measurement", "Progress", "SearchPool", "Session", "TuneOptions", "TuneResult",
+           "check_parameters", "compile_worker", "concurrency", "model_order", "model_times",
+           "predicted_cost", "register_limited_threads", "tune"]
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,9 @@ class TuneResult:
     programs: Mapping[str, KernelProgram]  # key -> code, for every compiled candidate
     source_hash: str
     function_option: str | None = None  # the function as the caller named it (or None)
+    # the key of the variant the strategy chose (per-kernel: the kernels' best combined,
+    # measured as a whole), ranked first when it passed; None: the fastest measured
+    chosen: str | None = None
 
     @property
     def measured(self) -> tuple[Candidate, ...]:
@@ -128,8 +138,11 @@ class TuneResult:
 
     @property
     def ranking(self) -> tuple[Candidate, ...]:
-        """Measured candidates, best first (failures last)."""
-        return tuple(sorted(self.measured, key=lambda c: (c.score, c.key)))
+        """Measured candidates, best first (failures last); a :attr:`chosen` one that
+        passed comes first whatever its time."""
+        ranked = sorted(self.measured, key=lambda c: (c.score, c.key))
+        first = [c for c in ranked if c.key == self.chosen and math.isfinite(c.score)]
+        return tuple(first + [c for c in ranked if c not in first])
 
     @property
     def best(self) -> Candidate | None:
@@ -185,21 +198,32 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
         variant = Variant.from_json(variant_json)
         c = compile_variant(prepared, variant, params)
         checked = program_at(c, check_params) if variant.specialize else None
-        scop = c.kernel_scop
+        # a device-steps program (one launch running every kernel's steps) is counted on
+        # its host-launched twin: the same kernels, one launch per kernel and step
+        model = compile_variant(prepared, replace(variant, device_steps=False), params) \
+            if variant.device_steps else c
+        scop = model.kernel_scop
         blocks = launch_blocks(c.program, params)
-        names = [la.kernel for la in c.program.launches]
+        model_blocks = launch_blocks(model.program, params)
+        names = [la.kernel for la in model.program.launches]
         costs = []
-        for k, name, values, times in c.modelled_launches(params):
+        for k, name, values, times in model.modelled_launches(params):
             # host loops: counted at a middle step, times the steps
-            loads = operand_loads(scop, k, values, c.memory)
+            loads = operand_loads(scop, k, values, model.memory)
             costs.append(LaunchCost(
                 kernel=name, runs=times,
                 traffic_bytes=sum(t.bytes for t in estimated_traffic(
-                    scop, k, name, values, c.memory)) * times,
+                    scop, k, name, values, model.memory)) * times,
                 instances=loads.instances * times,
                 operand_loads=round(loads.loads * times),
-                blocks=blocks[names.index(name)],
-                prefetched=c.memory.prefetches(k.index)))
+                blocks=model_blocks[names.index(name)],
+                prefetched=model.memory.prefetches(k.index)))
+        if variant.device_steps:  # all of it in the one launch, of one block
+            costs = [LaunchCost(kernel=c.program.launches[0].kernel, runs=1,
+                                traffic_bytes=sum(x.traffic_bytes for x in costs),
+                                instances=sum(x.instances for x in costs),
+                                operand_loads=sum(x.operand_loads for x in costs),
+                                blocks=blocks[0])]
         return {"program": c.program, "check_program": checked,
                 "traffic": sum(x.traffic_bytes for x in costs),
                 "instances": sum(x.instances for x in costs),
@@ -277,22 +301,228 @@ def check_parameters(params: Mapping[str, int], variant: Variant) -> dict[str, i
     """Sizes of the reference check: each parameter at most two block tiles plus an odd
     remainder (so full tiles, partial tiles and the time tile's remainder all run), and
     never more than the timed size."""
-    span = max(max(variant.tile), variant.time_tile or 1)
+    # every kernel's own tiles (per-kernel overrides), and the program-wide ones
+    merged = [variant.for_kernel(k) for k, _ in variant.kernels] + [replace(variant,
+                                                                          kernels=())]
+    span = max(max(*v.tile, v.time_tile or 1) for v in merged)
     cap = 2 * span + 19
     if not variant.specialize:
         return {k: min(v, cap) for k, v in params.items()}
     # a specialized variant is checked as the same variant specialized at the check
     # sizes: keep each size's remainder modulo the tiles, so the checked code has the
     # same full and partial tiles (the same guards) as the timed code
-    period = math.lcm(*variant.tile, variant.time_tile or 1)
+    period = math.lcm(*(t for v in merged for t in (*v.tile, v.time_tile or 1)))
     sizes = {}
     for k, v in params.items():
         r = v % period
-        sizes[k] = v if v <= cap else r + max(1, min(2, (v - r) // period)) * period
+        sizes[k] = v if v <= cap else min(v, r + max(1, min(2, (v - r) // period)) * period)
     return sizes
 
 
 # ---------------------------------------------------------------------------------- run
+
+
+@dataclass
+class SearchPool(Pool):
+    """The pool of one :func:`tune` call, with its :class:`Session`: a strategy that
+    measures as it searches (``per-kernel``) compiles more variants and times them
+    through ``session``; the others never touch it."""
+
+    session: Session | None = None
+
+
+class Session:
+    """The measuring side of one :func:`tune` call: compiles variants into the pool
+    (identical code measured once), measures candidates (reusing the database,
+    counting the budget, recording every result, the kernel times included) and
+    reports progress.  The tuner's own loop measures what a strategy returns through
+    it, and a strategy may measure through it while it searches."""
+
+    def __init__(self, spec: str, function: str | None, params: Mapping[str, int],
+                 options: TuneOptions, runner: Runner, database, prepared, limits: Limits,
+                 arch: str, state: Progress, notify: Callable[[Progress], None]):
+        self.spec, self.function, self.params = spec, function, dict(params)
+        self.options, self.runner, self.database = options, runner, database
+        self.prepared, self.limits, self.arch = prepared, limits, arch
+        self.state, self.notify = state, notify
+        self.env = runner.environment()
+        self.candidates: dict[str, Candidate] = {}
+        self.programs: dict[str, KernelProgram] = {}
+        self.check_programs: dict[str, KernelProgram] = {}  # of specialized variants
+        self._seen: dict[tuple, str] = {}
+        self.pool: SearchPool | None = None
+        self.function_name = prepared.analysis.scop.function
+        self.digest = ""
+        self.recorded: dict[str, Measurement] = {}  # the database's, by variant key
+        # (plan, kernel, kernel variant) -> every time recorded, oldest first
+        self.kernel_table: dict[tuple[str, int, str], list[float]] = {}
+        self.timed = 0
+        self.chosen: str | None = None
+        self._plan: Variant | None = None
+
+    # -- compiling --------------------------------------------------------------------
+
+    def compile(self, variants: Sequence[Variant]) -> list[Candidate]:
+        """Each of ``variants`` as a candidate of the pool (compiled now unless it is
+        there already): ``kept``, ``duplicate`` (same code as ``duplicate_of``) or
+        ``invalid``; in the order given."""
+        # as read back from JSON (what the workers compile): per-kernel overrides in
+        # one order, so a candidate's variant is the one its program names
+        variants = [Variant.from_json(v.to_json()) if v.kernels else v for v in variants]
+        keys = [canonical(v.to_json()) for v in variants]
+        new = {k: v for k, v in zip(keys, variants, strict=True) if k not in self.candidates}
+        compiled = _compile_all(self.spec, self.function, self.options, list(new.values()),
+                                self.params) if new else []
+        for (key, v), c in zip(new.items(), compiled, strict=True):
+            self._add(key, v, c)
+        return [self.candidates[k] for k in keys]
+
+    def _add(self, key: str, v: Variant, c: dict) -> None:
+        if "error" in c:
+            self._set(Candidate(key, v, "invalid", reason=c["error"]))
+            return
+        program = c["program"]
+        # the same code whatever the header comment says (it names the variant)
+        identity = ("\n".join(line for line in program.source.splitlines()
+                               if not line.startswith("//")), program.launches)
+        launches = program.launches
+        cand = Candidate(key, v, "kept", traffic_bytes=c["traffic"],
+                         instances=c["instances"], operand_loads=c["operand_loads"],
+                         prefetched=c["prefetched"],
+                         shared_bytes=max(la.shared_bytes for la in launches),
+                         threads=max(math.prod(la.block) for la in launches),
+                         blocks=max(c["blocks"]), launches=c["launches"])
+        if identity in self._seen:
+            cand = replace(cand, stage="duplicate", duplicate_of=self._seen[identity])
+        else:
+            self._seen[identity] = key
+            self.programs[key] = program
+            if c["check_program"] is not None:
+                self.check_programs[key] = c["check_program"]
+        self._set(cand)
+
+    def _set(self, c: Candidate) -> None:
+        if self.pool is not None:
+            self.pool.set(c)
+        else:
+            self.candidates[c.key] = c
+
+    def plan(self) -> Variant:
+        """The cost model's plan at these sizes (:func:`polygpu.search.plan_model.
+        choose`), specialized as the space's variants are."""
+        if self._plan is None:
+            from polygpu.search import plan_model
+
+            chosen = plan_model.choose(self.prepared, self.params, self.limits).variant
+            self._plan = replace(chosen, specialize=self.options.space.specialize)
+        return self._plan
+
+    # -- measuring --------------------------------------------------------------------
+
+    def budget_left(self) -> int | None:
+        """Programs the budget still allows to time (None: no budget)."""
+        budget = self.options.budget
+        return None if budget is None else max(0, budget - self.timed)
+
+    def expect(self, n: int) -> None:
+        """Progress: ``n`` more candidates to measure (as far as the budget allows)."""
+        left = self.budget_left()
+        self.state.phase = "measure"
+        self.state.total = self.state.done + (n if left is None else min(n, left))
+        self.notify(self.state)
+
+    def measure(self, c: Candidate, *, launch_times: bool = False) -> Candidate | None:
+        """``c`` measured -- its recorded measurement reused, else timed by the runner
+        (reference check first) and recorded -- and set in the pool; None when the
+        budget is spent (``c`` then at stage ``budget``).  ``launch_times``: a program
+        of several launches is timed with its launches broken down (a recorded
+        measurement without the breakdown is timed again)."""
+        c = self.candidates.get(c.key, c)
+        several = len(self.programs[c.key].launches) > 1
+        wanted = launch_times and several
+        if c.measurement is not None and c.stage in ("timed", "reused") and not (
+                wanted and c.measurement.status == "ok" and c.measurement.launch_ms is None):
+            return c  # measured earlier in this search
+        found = self.recorded.get(c.key)
+        if found is not None and not (wanted and found.status == "ok"
+                                      and found.launch_ms is None):
+            c = replace(c, stage="reused", measurement=found)
+            self.state.reused += 1
+        elif self.budget_left() == 0:
+            self._set(replace(c, stage="budget",
+                              reason=f"the budget of {self.options.budget} was spent"))
+            return None
+        else:
+            options = self.options
+            job = Job(key=c.key, spec=self.spec, function=self.function,
+                      program=self.programs[c.key], check_program=self.check_programs.get(
+                          c.key), params=dict(self.params),
+                      check_params=_check_params(options, self.params, c.variant),
+                      defines=tuple(options.defines),
+                      include_dirs=tuple(options.include_dirs),
+                      cubin=self.pool.cubins.get(c.key) if self.pool is not None else None,
+                      arch=self.arch, seed=options.seed, scalars=dict(options.scalars or {}),
+                      launch_times=wanted)
+            m = self.runner.measure(job)
+            self.timed += 1
+            row = None
+            if self.database is not None:
+                row = self.database.record(spec=self.spec, function=self.function_name,
+                                           source_hash=self.digest, params=self.params,
+                                           env=self.env, m=m)
+            self._record_kernels(c, m, row)
+            c = replace(c, stage="timed", measurement=m)
+        self._set(c)
+        state, m = self.state, c.measurement
+        state.done += 1
+        if m.status != "ok":
+            state.failed += 1
+        elif state.best_ms is None or m.time_ms < state.best_ms:
+            state.best_ms, state.best_key = m.time_ms, c.key
+        self.notify(state)
+        return c
+
+    # -- kernel times -----------------------------------------------------------------
+
+    def kernel_key(self, variant: Variant, kernel: int) -> tuple[str, int, str]:
+        """The kernel-times key of kernel ``kernel`` of ``variant``'s plan."""
+        from polygpu.search.database import plan_identity
+
+        tr = self.prepared.candidates[variant.candidate]
+        return (plan_identity(variant.candidate, tr.kernels[kernel].statements), kernel,
+                canonical(variant.for_kernel(kernel).to_json()))
+
+    def kernel_times(self, c: Candidate, m: Measurement):
+        """The :class:`~polygpu.search.database.KernelTime` of each kernel of ``c``'s
+        program in ``m``: one per launch when ``m`` has the breakdown and each launch is
+        one kernel (not device steps); else none."""
+        from polygpu.search.database import KernelTime
+
+        launch_ms = m.launch_ms
+        program = self.programs.get(c.key)
+        if launch_ms is None or program is None or c.variant.device_steps \
+                or len(program.launches) < 2 or len(launch_ms) != len(program.launches) \
+                or len(self.prepared.candidates[c.variant.candidate].kernels) \
+                != len(program.launches):
+            return []
+        return [KernelTime(*self.kernel_key(c.variant, k), t)
+                for k, t in enumerate(launch_ms)]
+
+    def kernel_time(self, variant: Variant, kernel: int) -> float | None:
+        """The median of every time recorded for kernel ``kernel`` of ``variant``'s plan
+        with its merged variant (this search's and the database's), or None."""
+        found = self.kernel_table.get(self.kernel_key(variant, kernel))
+        return statistics.median(found) if found else None
+
+    def _record_kernels(self, c: Candidate, m: Measurement, row: int | None) -> None:
+        times = self.kernel_times(c, m)
+        for t in times:
+            self.kernel_table.setdefault(t.key, []).append(t.time_ms)
+        if times and self.database is not None:
+            self.database.record_kernel_times(
+                spec=self.spec, function=self.function_name, source_hash=self.digest,
+                params=self.params, env=self.env, program=c.key, times=times,
+                measurement=row)
 
 
 def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
@@ -319,95 +549,46 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
         require_in_bounds(scop, options.check_params)
     limits = limits or SM_90
     arch = arch or limits.arch
-    env = runner.environment()
     state = Progress()
     notify = progress or (lambda _p: None)
+    session = Session(spec, function, params, options, runner, database, prepared, limits,
+                      arch, state, notify)
+    strategy = STRATEGIES[options.strategy]
 
-    variants = space_.space(prepared, params, options.space)
+    # a strategy that compiles as it goes says what to compile first
+    first = getattr(strategy, "first_space", None)
+    variants = first(session) if first is not None else \
+        space_.space(prepared, params, options.space)
     if not variants:
         raise PolygpuError(f"{scop.function}: the search space is empty")
     notify(state)
-    compiled = _compile_all(spec, function, options, variants, params)
+    session.compile(variants)
+    session.function_name = next((p.function for p in session.programs.values()),
+                                 scop.function)
+    session.digest = source_hash(_region_text(spec, prepared))
+    if database is not None:
+        session.recorded = database.lookup(session.digest, session.function_name, params,
+                                           session.env)
+        session.kernel_table = database.kernel_times(session.digest, session.function_name,
+                                                     params, session.env)
 
-    candidates: dict[str, Candidate] = {}
-    programs: dict[str, KernelProgram] = {}
-    check_programs: dict[str, KernelProgram] = {}  # of specialized variants
-    seen: dict[tuple, str] = {}
-    for v, c in zip(variants, compiled, strict=True):
-        key = canonical(v.to_json())
-        if "error" in c:
-            candidates[key] = Candidate(key, v, "invalid", reason=c["error"])
-            continue
-        program = c["program"]
-        # the same code whatever the header comment says (it names the variant)
-        identity = ("\n".join(line for line in program.source.splitlines()
-                               if not line.startswith("//")), program.launches)
-        launches = program.launches
-        cand = Candidate(key, v, "kept", traffic_bytes=c["traffic"],
-                         instances=c["instances"], operand_loads=c["operand_loads"],
-                         prefetched=c["prefetched"],
-                         shared_bytes=max(la.shared_bytes for la in launches),
-                         threads=max(math.prod(la.block) for la in launches),
-                         blocks=max(c["blocks"]), launches=c["launches"])
-        if identity in seen:
-            cand = replace(cand, stage="duplicate", duplicate_of=seen[identity])
-        else:
-            seen[identity] = key
-            programs[key] = program
-            if c["check_program"] is not None:
-                check_programs[key] = c["check_program"]
-        candidates[key] = cand
-    function_name = next((p.function for p in programs.values()), scop.function)
-    digest = source_hash(_region_text(spec, prepared))
-
-    pool = Pool(candidates, programs, params, limits, arch,
-                oracle or resources.default_oracle(), options.jobs)
+    pool = SearchPool(session.candidates, session.programs, params, limits, arch,
+                      oracle or resources.default_oracle(), options.jobs, session=session)
+    session.pool = pool
     state.phase = "nvcc"
     notify(state)
-    kept = STRATEGIES[options.strategy](pool, options)
-    candidates, cubins = pool.candidates, pool.cubins
+    kept = strategy(pool, options)
+    candidates = pool.candidates
 
     state.pruned = sum(1 for c in candidates.values() if c.stage.startswith("pruned"))
-    state.phase = "measure"
-    state.total = len(kept) if options.budget is None else min(len(kept), options.budget)
-    notify(state)
-
-    recorded = database.lookup(digest, function_name, params, env) if database else {}
-    timed = 0
+    session.expect(len(kept))
     for c in kept:
-        if c.key in recorded:
-            m = recorded[c.key]
-            candidates[c.key] = replace(c, stage="reused", measurement=m)
-            state.reused += 1
-        elif options.budget is not None and timed >= options.budget:
-            candidates[c.key] = replace(c, stage="budget",
-                                        reason=f"the budget of {options.budget} was spent")
-            continue
-        else:
-            job = Job(key=c.key, spec=spec, function=function, program=programs[c.key],
-                      check_program=check_programs.get(c.key),
-                      params=dict(params), check_params=_check_params(options, params,
-                                                                      c.variant),
-                      defines=tuple(options.defines),
-                      include_dirs=tuple(options.include_dirs), cubin=cubins.get(c.key),
-                      arch=arch, seed=options.seed, scalars=dict(options.scalars or {}))
-            m = runner.measure(job)
-            timed += 1
-            if database is not None:
-                database.record(spec=spec, function=function_name, source_hash=digest,
-                                params=params, env=env, m=m)
-            candidates[c.key] = replace(c, stage="timed", measurement=m)
-        state.done += 1
-        m = candidates[c.key].measurement
-        if m.status != "ok":
-            state.failed += 1
-        elif state.best_ms is None or m.time_ms < state.best_ms:
-            state.best_ms, state.best_key = m.time_ms, c.key
-        notify(state)
+        session.measure(c)
     state.phase = "done"
     notify(state)
-    return TuneResult(spec, function_name, dict(params), env, options.strategy, options,
-                      tuple(candidates.values()), programs, digest, function)
+    return TuneResult(spec, session.function_name, dict(params), session.env,
+                      options.strategy, options, tuple(candidates.values()), session.programs,
+                      session.digest, function, chosen=session.chosen)
 
 
 def _check_params(options: TuneOptions, params, variant) -> dict[str, int]:
