@@ -1,11 +1,16 @@
 # Every catalog kernel checked on the GPU at its small sizes, default variant and (where
-# there are host loops) device steps: `bash tuning/gpu_small_checks.sh` with OUT set.
+# there are host loops) device steps: `bash tuning/gpu_small_checks.sh` with OUT set
+# (AFTER=NAME resumes after catalog entry NAME).
 bash .whl/install.sh >/dev/null 2>&1; export PYTHONPATH=/tmp/site:$PWD
 python - <<'PY' > $OUT/gpu_small_checks.txt 2>&1
 import json, subprocess, sys
 cat = json.load(open("kernels/catalog.json"))
 ok = bad = 0
+import os
+after = os.environ.get("AFTER", "")  # resume: only the kernels named after this one
 for name, e in sorted(cat.items()):
+    if name <= after:
+        continue
     for label, extra in (("default", []), ("device-steps", ["--variant", '{"device_steps": true}'])):
         args = [sys.executable, "-m", "polygpu", "check", f"kernels/{name}", "-f", e["function"], "--backend", "gpu", "--seed", "5"]
         for k, v in e["small"].items():
