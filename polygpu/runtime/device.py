@@ -539,17 +539,8 @@ class GpuDevice:
              repeats: int, warmup: int) -> list[float]:
         """As :meth:`time_calls` on freshly prepared ``value_sets``; every NumPy array is
         left as the last run on it made it."""
-        calls: list[GpuCall] = []
-        try:
-            for values in value_sets:
-                calls.append(self.prepare(program, values))
-            times = self.time_calls(calls, repeats, warmup)
-            for call in calls:
-                call.copy_back()
-            return times
-        finally:
-            for call in calls:
-                call.close()
+        return self._on_prepared(program, value_sets,
+                                 lambda calls: self.time_calls(calls, repeats, warmup))
 
     def time_launches(self, program: KernelProgram,
                       value_sets: Sequence[Mapping[str, object]], repeats: int,
@@ -559,11 +550,19 @@ class GpuDevice:
         the gap between its two events and the launches add up to the run.  The events
         between launches cost the GPU a little (what :meth:`time` avoids): ask for the
         breakdown only where it is used."""
+        return self._on_prepared(program, value_sets, lambda calls:
+                                 self.time_calls_by_launch(calls, repeats, warmup))
+
+    def _on_prepared(self, program: KernelProgram,
+                     value_sets: Sequence[Mapping[str, object]], measure):
+        """``measure`` on ``value_sets`` prepared as calls, whose arrays are then copied
+        back (NumPy arrays left as the last run made them); the calls are closed even
+        when ``measure`` raises."""
         calls: list[GpuCall] = []
         try:
             for values in value_sets:
                 calls.append(self.prepare(program, values))
-            result = self.time_calls_by_launch(calls, repeats, warmup)
+            result = measure(calls)
             for call in calls:
                 call.copy_back()
             return result

@@ -148,11 +148,13 @@ def _registers(variant: Variant, double: bool) -> int:
     return min(255, 32 + points * (2 if double else 1) * (2 if variant.jam else 1))
 
 
-def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90
-                 ) -> tuple[LaunchCost, ...]:
+def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
+                 guess_concurrency: bool = True) -> tuple[LaunchCost, ...]:
     """Per launch of a host-launched variant, what the cost model counts: modelled
-    traffic, instances and operand loads over all its runs, its grid, and the
-    concurrency the occupancy calculator gives for guessed registers."""
+    traffic, instances and operand loads over all its runs (host loops: counted at a
+    middle step, times the steps), its grid, and -- with ``guess_concurrency`` -- the
+    concurrency the occupancy calculator gives for guessed registers (the tuner leaves
+    it None and takes it from ptxas later)."""
     from polygpu.memory.operand_loads import operand_loads
     from polygpu.memory.traffic import estimated_traffic
 
@@ -164,11 +166,13 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90
     for k, name, values, times in c.modelled_launches(params):
         launch = c.program.launches[names.index(name)]
         loads = operand_loads(scop, k, values, c.memory)
-        threads = math.prod(launch.block)
-        shared = c.memory.shared_bytes(k.index) + launch.shared_bytes
-        _, conc = concurrency(threads, _registers(c.variant.for_kernel(k.index), double),
-                              shared, max(blocks[names.index(name)], 1),
-                              limits.multiprocessors, limits)
+        conc = None
+        if guess_concurrency:
+            shared = c.memory.shared_bytes(k.index) + launch.shared_bytes
+            _, conc = concurrency(math.prod(launch.block),
+                                  _registers(c.variant.for_kernel(k.index), double),
+                                  shared, max(blocks[names.index(name)], 1),
+                                  limits.multiprocessors, limits)
         costs.append(LaunchCost(
             kernel=name, runs=times,
             traffic_bytes=sum(t.bytes for t in estimated_traffic(

@@ -189,9 +189,8 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
     """Worker: one variant -> its program and model numbers (picklable), or the error.
     A specializing variant also gets the program of its reference check: the same
     variant specialized at ``check_params``."""
-    from polygpu.memory.operand_loads import operand_loads
-    from polygpu.memory.traffic import estimated_traffic
     from polygpu.pipeline import compile_variant, program_at
+    from polygpu.search.plan_model import launch_costs
 
     try:
         prepared = _prepared(spec, function, defines, include_dirs)
@@ -202,22 +201,8 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
         # its host-launched twin: the same kernels, one launch per kernel and step
         model = compile_variant(prepared, replace(variant, device_steps=False), params) \
             if variant.device_steps else c
-        scop = model.kernel_scop
         blocks = launch_blocks(c.program, params)
-        model_blocks = launch_blocks(model.program, params)
-        names = [la.kernel for la in model.program.launches]
-        costs = []
-        for k, name, values, times in model.modelled_launches(params):
-            # host loops: counted at a middle step, times the steps
-            loads = operand_loads(scop, k, values, model.memory)
-            costs.append(LaunchCost(
-                kernel=name, runs=times,
-                traffic_bytes=sum(t.bytes for t in estimated_traffic(
-                    scop, k, name, values, model.memory)) * times,
-                instances=loads.instances * times,
-                operand_loads=round(loads.loads * times),
-                blocks=model_blocks[names.index(name)],
-                prefetched=model.memory.prefetches(k.index)))
+        costs = list(launch_costs(model, params, guess_concurrency=False))
         if variant.device_steps:  # all of it in the one launch, of one block
             costs = [LaunchCost(kernel=c.program.launches[0].kernel, runs=1,
                                 traffic_bytes=sum(x.traffic_bytes for x in costs),
