@@ -65,6 +65,12 @@ def _load(path, name):
 @settings(max_examples=220, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(tree=nests())
+# regression: a statement pinned to i == 0 inside a descending strided loop took the
+# counter +i' while its neighbours took -i' (the sign was read off its own schedule,
+# where -i == i): dependences came out backwards and compile printed wrong code
+@example(tree=[Loop("t", "0", "3", 1, [Loop("i", "n - 1", "-1", -2, [
+    Guard(("i", "==", "0"), [Stmt(("y", ("0",)), "=", [("x", ("0",))])]),
+    Stmt(("x", ("i",)), "=", [("y", ("0",)), ("x", ("i",))])])])])
 # regression: isl's compute_flow failed on a union of reads over a strided domain
 @example(tree=[Loop("i", "0", "n", 2, [Loop("j", "0", "min(i + 2, n)", 1, [
     Stmt(("y", ("0",)), "+=", [("y", ("i",))])])])])

@@ -50,6 +50,17 @@ CASES = {
         B[i][1] += 0.5 * (B[n - i - 2][k + 1] + B[n - k - 1][j + i - 1]) + 1.0;
       }
 """, {"tile": (2, 4, 4), "threads": (1, 2, 4), "jam": True}, 0, 9),
+    # wrong code: a statement pinned to i == 0 in a descending strided loop got the
+    # opposite time direction from its neighbours in the dependence analysis, so the
+    # flow from B[0] to the later A[i] updates came out backwards
+    "descending_stride_pinned": ("""
+  for (int t = 0; t < 3; t++)
+    for (int i = n - 1; i > -1; i -= 2) {
+      if (i == 0)
+        B[0][0] = A[0][0] + 1.0;
+      A[i][0] = B[0][0] + A[i][0];
+    }
+""", {}, 0, 7),
     # the checker's poisoning mask: isl_set_coalesce failed ("total dimensionality
     # changed unexpectedly") on a strided footprint; coalescing now retries on equal,
     # simpler representations

@@ -240,7 +240,7 @@ class _ScopBuilder:
                 loop_id = len(self.loop_records)
                 self.loop_records.append(
                     {"iterator": node.iterator, "depth": len(enc.loops), "loc": node.loc,
-                     "statements": []}
+                     "statements": [], "descending": node.step < 0}
                 )
                 inner = _Enclosing(enc.items + (("loop", node, loop_id),), here.positions)
                 self.walk(node.body, inner, [0])
@@ -386,7 +386,8 @@ class _ScopBuilder:
         stmts = self.pad_schedules(context)
         loops = tuple(
             Loop(id=k, iterator=r["iterator"], depth=r["depth"],
-                 statements=tuple(r["statements"]), loc=r["loc"])
+                 statements=tuple(r["statements"]), loc=r["loc"],
+                 descending=r["descending"])
             for k, r in enumerate(self.loop_records)
         )
         used = {a.array for s in stmts for a in s.accesses}

@@ -223,13 +223,18 @@ def compression(statement, strides: dict[int, tuple[isl.Val, isl.Aff]]
 
 
 def _counter_schedule(schedule: isl.Map, domain: isl.Set, expand: isl.Map,
-                      strided: frozenset[int]) -> isl.Map:
+                      strided: frozenset[int], descending: frozenset[int]) -> isl.Map:
     """The schedule of the compressed statement, with the time dimension of each
-    ``strided`` loop replaced by its counter (``2j'`` -> ``j'``).
+    ``strided`` loop replaced by its counter (``2j'`` -> ``j'``; ``-2j'`` -> ``-j'`` for
+    the depths in ``descending``).
 
     Same order: statements compared at such a dimension share the loop, hence its
-    stride and offset.  Needed because isl's ``compute_flow`` returned a wrong last
-    writer with strided time dimensions (``[.., 2j', ..]``: a write from the first
+    stride, offset and direction, and ``sign * j'`` is an increasing function of the
+    time ``sign * j`` there.  The direction comes from the loop, never from the
+    statement's own schedule: a statement pinned to ``j == 0`` has time ``0``, equal to
+    both ``j`` and ``-j`` on its domain (taking ``+j'`` there under a descending loop
+    reversed its dependences).  Needed because isl's ``compute_flow`` returned a wrong
+    last writer with strided time dimensions (``[.., 2j', ..]``: a write from the first
     ``j`` instead of the last)."""
     pma = schedule.intersect_domain(domain).as_pw_multi_aff()
     to_original = expand.as_pw_multi_aff()  # S[x'] -> S[x]
@@ -245,9 +250,12 @@ def _counter_schedule(schedule: isl.Map, domain: isl.Set, expand: isl.Map,
         if p % 2 == 1 and d < n and d in strided:
             var = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(space), isl.dim_type.set,
                                           d).intersect_domain(domain)
+            counter = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(c_space),
+                                              isl.dim_type.set, d)
+            if d in descending:
+                var, counter = var.neg(), counter.neg()
             if pa.is_equal(var):
-                affs.append(isl.PwAff.var_on_domain(isl.LocalSpace.from_space(c_space),
-                                                    isl.dim_type.set, d))
+                affs.append(counter)
                 continue
         affs.append(pa.pullback_pw_multi_aff(to_original))
     m = map_from_pw_affs(affs, compressed_domain, None)
@@ -276,8 +284,10 @@ def compute_dependences(scop: Scop) -> Dependences:
         if s.name in compress:
             schedule = schedule.subtract_domain(
                 isl.UnionSet.from_set(s.domain).apply(compress[s.name])).union(
-                isl.UnionMap.from_map(_counter_schedule(s.schedule, s.domain,
-                                                        expand[s.name], strided[s.name])))
+                isl.UnionMap.from_map(_counter_schedule(
+                    s.schedule, s.domain, expand[s.name], strided[s.name],
+                    frozenset(d for d, loop in enumerate(s.loops)
+                              if scop.loops[loop].descending))))
     backwards = _reverse_time(schedule)
     items: list[Dependence] = []
     for array in scop.arrays:

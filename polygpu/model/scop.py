@@ -114,6 +114,9 @@ class Loop:
     depth: int
     statements: tuple[str, ...]
     loc: SourceLoc
+    # a negative step: its schedule dimension is minus the iterator, which a statement
+    # pinned to one value (``if (i == 0)``) no longer shows, so the direction is kept here
+    descending: bool = False
 
 
 @dataclass(frozen=True)
