@@ -47,6 +47,9 @@ def compile_json(c: Compiled, params: dict[str, int]) -> dict[str, Any]:
         "launch_count": launch_count(c, params),
         # temporaries expanded into scratch copies before scheduling (or refused, why)
         "expansion": c.expansion.to_json() if c.expansion is not None else [],
+        # statements split where a read meets their own write (or refused, why), only
+        # tried where the scheduler found nothing but the one-thread plan
+        "split": c.splitting.to_json() if c.splitting is not None else [],
         # host loops: the kernels take these integer arguments last and run at every
         # step of `host_steps` (isl set per kernel name), steps in lexicographic order
         "host": {

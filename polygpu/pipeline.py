@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import islpy as isl
+
 from polygpu.codegen.cuda import device_steps_possible, generate
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
@@ -22,10 +24,16 @@ from polygpu.model.build import build_scop
 from polygpu.model.scop import Scop
 from polygpu.schedule.candidates import candidates
 from polygpu.schedule.legality import ExecutionSchedule, prove_legal, transformation_schedule
+from polygpu.schedule.ranking import space_dims
 from polygpu.schedule.tiling import TiledKernel, tile
 from polygpu.schedule.transformation import Transformation
 from polygpu.schedule.variant import Variant
 from polygpu.transform.expand import Expansion, expand_temporaries
+from polygpu.transform.split import Refusal, Splitting, split_statements
+
+# scheduler candidates of a split region: its pieces multiply the statements, and
+# every proposal costs a proof against all their dependences (prepare stays fast)
+SPLIT_CANDIDATES = 4
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,7 @@ class Compiled:
     # the reference need), and what the expansion of temporaries did
     source_scop: Scop | None = None  # None: the analysed one (nothing was transformed)
     expansion: Expansion | None = None
+    splitting: Splitting | None = None  # statements split (transform/split.py), or None
 
     def __post_init__(self):
         if self.source_scop is None:
@@ -105,6 +114,7 @@ class Prepared:
     candidates: tuple[Transformation, ...]
     source_scop: Scop | None = None  # the original model (see Compiled)
     expansion: Expansion | None = None
+    splitting: Splitting | None = None
 
     def __post_init__(self):
         if self.source_scop is None:
@@ -128,7 +138,32 @@ def prepare(spec: str, function: str | None = None, defines: Sequence[str] = (),
     # after see the transformed region, the reference check the original
     expansion = expand_temporaries(scop)
     an = analyze(expansion.scop)
-    return Prepared(spec, an, candidates(an), scop, expansion)
+    found = candidates(an)
+    splitting = None
+    if not any(space_dims(tr) for tr in found):
+        # only a one-thread plan: statements cut where a read meets their own write
+        # (transform/split.py, proven), kept only if the scheduler then does better
+        splitting, an, found = _split(expansion.scop, an, found)
+    return Prepared(spec, an, found, scop, expansion, splitting)
+
+
+def _split(scop: Scop, an: Analysis, found: tuple[Transformation, ...]
+           ) -> tuple[Splitting | None, Analysis, tuple[Transformation, ...]]:
+    """The split region with its analysis and candidates where the scheduler finds a
+    parallel plan for it, else ``an`` and ``found`` as they are (with why not)."""
+    try:
+        splitting = split_statements(scop, an.dependences)
+        if not splitting.split:
+            return splitting, an, found
+        split_an = analyze(splitting.scop, splitting.dependences)
+        split_found = candidates(split_an, limit=SPLIT_CANDIDATES)
+    except isl.Error as e:  # optional, like the scheduler's own proposals
+        return Splitting(scop, (), (Refusal("*", f"isl failed ({e})"),)), an, found
+    if any(space_dims(tr) for tr in split_found):
+        return splitting, split_an, split_found
+    why = "the scheduler found no parallel plan for the pieces either"
+    return Splitting(scop, (), tuple(Refusal(s.statement, why) for s in splitting.split)
+                     + splitting.refused), an, found
 
 
 def compile_variant(prepared: Prepared, variant: Variant | None = None,
@@ -155,7 +190,7 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
         _prove_device_steps(an, tr, kernels, memory)
     return Compiled(prepared.spec, an, found, tr, variant, kernels,
                     _generate(step, tr, variant, kernels, memory, params), memory,
-                    prepared.source_scop, prepared.expansion)
+                    prepared.source_scop, prepared.expansion, prepared.splitting)
 
 
 def program_at(compiled: Compiled, params: Mapping[str, int]) -> KernelProgram:

@@ -362,3 +362,38 @@ def test_a_result_rounding_alone_could_explain_is_inconclusive_never_ok(tmp_path
     same = check_program(cancel_program("(x[i] + 1e16) - 1e16"), scop, str(path), {"n": 37},
                          seed=1)
     assert same.ok and same.conditioning == {}
+
+
+# --------------------------------------------------------------------------
+# Outputs computed elsewhere (the API, tuning/api_check.py) judged the same way
+# --------------------------------------------------------------------------
+
+
+@needs_long_double
+def test_outputs_of_another_run_are_judged_like_check():
+    from polygpu.runtime import inputs
+    from polygpu.runtime.check import judge_outputs
+    from polygpu.runtime.device import CpuEmulator
+
+    scop = build_scop(load(LU))
+    source = load(LU)
+    shapes = inputs.array_shapes(source, {"n": N})
+    values = inputs.random_values(source, {"n": N}, shapes, np.random.default_rng(SEED))
+
+    def outputs(program):
+        run = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in values.items()}
+        CpuEmulator().run(program, run)
+        return {"A": run["A"]}
+
+    rounded = outputs(lu_program("fma"))
+    result = judge_outputs(scop, LU, {"n": N}, values, rounded, seed=SEED, where="the API")
+    assert result.ok, result.message
+    assert result.conditioning["A"].accepted == result.conditioning["A"].beyond_fixed > 0
+    assert result.message.startswith(f"lu at n={N}, seed {SEED}, the API: ok with the "
+                                     "conditioning bound")
+    fixed = judge_outputs(scop, LU, {"n": N}, values, rounded, conditioning=False)
+    assert not fixed.ok  # what a fixed tolerance alone says
+    wrong = judge_outputs(scop, LU, {"n": N}, values,
+                          outputs(lu_program("fma", "A[60 * n + 70] *= 1.001;")))
+    assert not wrong.ok and not wrong.inconclusive
+    assert "A: 1 of 15500 written element(s) wrong, first A[60, 70]" in wrong.message

@@ -192,3 +192,28 @@ def test_the_search_never_imports_the_cli():
     offenders = [str(f.relative_to(ROOT)) for f in files
                  if _imports_cli(f.read_text(), ".".join(f.relative_to(ROOT).parts[:-1]))]
     assert not offenders, f"these modules of polygpu.search import polygpu.cli: {offenders}"
+
+
+def test_check_reports_an_inconclusive_verdict_as_such(monkeypatch):
+    # runtime/check.py's INCONCLUSIVE (inputs too ill-conditioned to tell a wrong result
+    # from rounding) was printed as MISMATCH with status 1; it is neither a pass nor a
+    # mismatch: its own verdict and status 4 (docs/cli.md)
+    import dataclasses
+
+    from polygpu.runtime import check
+
+    inconclusive = check.CheckResult(
+        ok=False, max_relative_error={"x": 1e-8}, threshold=1e-10, seed=5,
+        message="mv at n=8, seed 5, cpu: INCONCLUSIVE: inputs too ill-conditioned for a "
+        "meaningful check\n  x[3] ...", inconclusive=True)
+    verdicts = {"INCONCLUSIVE": (inconclusive, 4),
+                "MISMATCH": (dataclasses.replace(inconclusive, inconclusive=False,
+                                                 message="mv: WRONG"), 1),
+                "ok": (dataclasses.replace(inconclusive, ok=True,
+                                           inconclusive=False, message="mv: ok"), 0)}
+    for word, (result, status) in verdicts.items():
+        monkeypatch.setattr(check, "check_program", lambda *a, result=result, **k: result)
+        done = inprocess.polygpu("check", "kernels/mv.c", "-p", "n=8")
+        assert done.returncode == status, (word, done.stdout, done.stderr)
+        assert done.stdout.startswith(f"{word}: mv (")
+        assert result.message in done.stdout

@@ -340,3 +340,43 @@ def test_db_export(filled, tmp_path, capsys):
     assert [(r["params"], r["time_ms"]) for r in rows] == [('{"n":8192}', "9.0")]
     with pytest.raises(PolygpuError, match="NAME=INTEGER"):
         polygpu_db("export", "--db", str(filled), "-p", "n")
+
+
+def test_db_export_kernel_times(filled, tmp_path, capsys):
+    from polygpu.search.database import KernelTime, plan_identity
+
+    # the file has no kernel_times table yet: no rows, and the file is left as it was
+    assert polygpu_db("export", "--db", str(filled), "--kernel-times") == 0
+    assert capsys.readouterr().out.splitlines() == [",".join(db_cli.KERNEL_EXPORT_COLUMNS)]
+    plan = plan_identity(1, ["S0", "S1"])
+    times = [KernelTime(plan, 0, variant(32), 0.5), KernelTime(plan, 1, variant(64), 1.5)]
+    with TuningDatabase(filled) as db:
+        (row, *_) = [r.id for r in db.records()]
+        db.record_kernel_times(spec="kernels/mv.c", function="mv", source_hash=SRC,
+                               params={"n": 4096}, env=ENV, program=variant(128),
+                               times=times, measurement=row)
+        db.record_kernel_times(spec="kernels/mv.c", function="mv", source_hash=SRC,
+                               params={"n": 8192}, env=ENV, program=variant(256),
+                               times=times[:1])
+    out = tmp_path / "kernels.json"
+    assert polygpu_db("export", "--db", str(filled), "--kernel-times", "--format", "json",
+                      "-o", str(out)) == 0
+    assert "wrote 3 kernel times" in capsys.readouterr().out
+    rows = json.loads(out.read_text())
+    assert [tuple(r) for r in rows] == [db_cli.KERNEL_EXPORT_COLUMNS] * 3
+    assert [(r["kernel"], r["time_ms"], r["measurement"], r["params"]) for r in rows] == [
+        (0, 0.5, row, {"n": 4096}), (1, 1.5, row, {"n": 4096}), (0, 0.5, None, {"n": 8192})]
+    assert rows[0]["plan"] == {"candidate": 1, "statements": ["S0", "S1"]}
+    assert rows[1]["variant"] == json.loads(variant(64))
+    assert rows[0]["program"] == json.loads(variant(128))
+    assert rows[0]["gpu_name"] == ENV.gpu_name and rows[0]["spec"] == "kernels/mv.c"
+    # CSV, the filters choosing runs as for the measurements
+    assert polygpu_db("export", "--db", str(filled), "--kernel-times", "-p", "n=8192") == 0
+    (only,) = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert (only["kernel"], only["time_ms"], only["measurement"], only["plan"],
+            only["variant"]) == ("0", "0.5", "", plan, variant(32))
+    with pytest.raises(PolygpuError, match="--latest does not apply"):
+        polygpu_db("export", "--db", str(filled), "--kernel-times", "--latest")
+    # the measurements' export is unchanged
+    assert polygpu_db("export", "--db", str(filled), "--format", "json") == 0
+    assert len(json.loads(capsys.readouterr().out)) == 4

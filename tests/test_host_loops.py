@@ -16,7 +16,7 @@ import pytest
 from polygpu.frontend import load
 from polygpu.model.analysis import analyze
 from polygpu.model.build import build_scop
-from polygpu.pipeline import compile_region, prepare
+from polygpu.pipeline import compile_region, compile_variant, prepare
 from polygpu.runtime.check import check_program
 from polygpu.runtime.grid import launch_blocks
 from polygpu.schedule.candidates import _proven
@@ -163,4 +163,34 @@ def test_specialized_host_step_with_a_shrinking_grid(tmp_path):
     path = _file(tmp_path, LU, "lu")
     compiled = compile_region(path, variant=Variant(specialize=True), params={"n": 19})
     result = check_program(compiled.program, compiled.source_scop, path, {"n": 19}, seed=5)
+    assert result.ok, result.message
+
+
+SCALED_HOST = """
+void nest(int n, double B[2 * n + 3][2 * n + 3], double y[2 * n + 3])
+{
+#pragma scop
+  for (int i = 0; i < n - 2; i += 1) {
+    y[2 * i] = 0.25 * (B[i + 2][i + 2] + y[i + 2] + y[2 * i]) + 1.0;
+    for (int j = i; j < i + 3; j += 1)
+      for (int k = j + 1; k < n; k += 1)
+        B[i][i] += 0.5 * (y[n - j - 1] + y[1]) + 1.0;
+  }
+#pragma endscop
+}
+"""
+
+
+def test_a_host_schedule_scaled_by_two_at_sizes_needing_64_bit_indices(tmp_path):
+    """Fuzzed: isl's host schedule [2i] (and [i + j]) gives a step's grid extent rational
+    pieces ((-2 + 2n - 3h0)/2 where h0 is even), on which isl_pw_aff_max_val fails; the
+    grid-folding decision asks it at sizes needing 64-bit indices (isl error: exit 3)."""
+    path = _file(tmp_path, SCALED_HOST, "nest")
+    prepared = prepare(path, "nest")
+    (k,) = [k for k, c in enumerate(prepared.candidates)
+            if c.host is not None and "[2i]" in str(c.host.schedule)]
+    compile_variant(prepared, Variant(candidate=k, tile=(4, 8), threads=(2, 4)),
+                    {"n": 40000})  # isl.Error before
+    compiled = compile_variant(prepared, Variant(candidate=k), {"n": 13})
+    result = check_program(compiled.program, compiled.source_scop, path, {"n": 13}, seed=3)
     assert result.ok, result.message

@@ -7,6 +7,7 @@ import pytest
 
 from polygpu.model import dependences
 from polygpu.model.isl_util import (
+    detached,
     maps_of,
     sets_of,
     union_of,
@@ -96,3 +97,20 @@ def test_union_optional():
 def test_dependences_reexports_the_helpers():
     assert dependences.maps_of is maps_of
     assert dependences.union_of is union_of
+
+
+@pytest.mark.parametrize("text", [
+    "[n] -> { [i] -> [j = 1 + i]; [i] -> [j = 2i] : (i) mod 3 = 0 }",
+    "[n] -> { S[i] -> T[j] : j > i and exists (e : i = 2e) ; S[i] -> T[i] : i < n }",
+    "{ [i] : 0 <= i <= 3; [i = 7] }",
+    "{ S[i] : (-1 + i) mod 3 = 0 }",
+    "{ S[i] -> [j] : false }",
+])
+def test_detached_is_equal_in_the_same_representation(text):
+    x = (isl.Map if "->" in text else isl.Set)(text)
+    d = detached(x)
+    assert d.is_equal(x) and str(d) == str(x)
+    u = isl.UnionMap("[n] -> { A[i] -> A[1 + i]; S[i] -> T[j] : j > i > n }")
+    assert str(detached(u)) == str(u)
+    v = isl.UnionSet("{ T[]; S[i] : 0 < i <= 3 }")
+    assert str(detached(v)) == str(v)

@@ -236,3 +236,17 @@ def test_variant_summary():
     v = Variant(tile=(64,), threads=(32,), jam=True, shared=False)
     assert variant_summary(v) == "tile=64 threads=32 jam=True shared=False"
     assert variant_summary(Variant(tile=(8, 64), threads=(4, 32))) == "tile=8x64 threads=4x32"
+
+
+def test_variant_text_with_per_kernel_variants():
+    # tuning/figures.py and `polygpu tune`'s table: a per-kernel variant (the per-kernel
+    # strategy's result) raised KeyError('kernels')
+    from polygpu.cli.tune import _variant_cell
+    from polygpu.search.summary import variant_text
+
+    assert variant_text(Variant()) == "tile=4,128 threads=4,128"
+    v = Variant.from_json('{"tile": [32, 64], "threads": [4, 32], "jam": true, "kernels": '
+                          '{"1": {"threads": [8, 32], "tile": [32, 32]}, "0": {"unroll": 2}}}')
+    text = "tile=32,64 threads=4,32 jam=True; kernel 0: unroll=2; kernel 1: tile=32,32 " \
+        "threads=8,32"
+    assert variant_text(v) == _variant_cell(v) == text

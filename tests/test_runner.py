@@ -218,3 +218,23 @@ def test_tune_progress_without_a_terminal_prints_plain_lines():
     with ProgressDisplay(quiet=True, stream=quiet) as show:
         show(Progress(phase="measure", total=2, done=1))
     assert quiet.getvalue() == ""
+
+
+def test_an_inconclusive_check_is_an_error_not_a_wrong_candidate(job, monkeypatch):
+    # inputs too ill-conditioned to tell a wrong result from rounding: not timed, but
+    # not "wrong" either (which says polygpu computed something else)
+    from polygpu.runtime import check
+    from polygpu.search.runner import _run_job
+
+    verdict = check.CheckResult(
+        ok=False, max_relative_error={"x": 1e-8, "a": 0.0, "y": 0.0}, threshold=1e-10,
+        message="mv at n=37: INCONCLUSIVE: inputs too ill-conditioned for a meaningful "
+        "check\n  x[3] ...", inconclusive=True)
+    monkeypatch.setattr(check, "check_program", lambda *a, **k: verdict)
+    m = _run_job(job, "cpu", 1, 0, 0, {"extra": {}})
+    assert m.status == "error" and m.time_ms is None and m.extra["check_inconclusive"]
+    assert m.check.endswith("INCONCLUSIVE: inputs too ill-conditioned for a meaningful check")
+    wrong = dataclasses.replace(verdict, inconclusive=False, message="mv at n=37: WRONG")
+    monkeypatch.setattr(check, "check_program", lambda *a, **k: wrong)
+    m = _run_job(job, "cpu", 1, 0, 0, {"extra": {}})
+    assert m.status == "wrong" and not m.extra["check_inconclusive"]

@@ -200,6 +200,27 @@ def test_stencil_with_a_time_loop_runs_on_the_host(tmp_path):
         f"[n, steps, {h}] -> {{ S0[t, i] -> [i] : t = {h} and 0 <= t < steps and 1 <= i <= n }}"))
 
 
+def test_a_statement_pinned_to_one_iteration_keeps_its_place_in_the_thread(tmp_path):
+    """``S0`` runs at ``i == 5`` only, so its schedule is the constant ``[0, 5, 0]``.
+    The time map zeroed the dimensions of the space iterators as read off each
+    statement's schedule expressions, and none involves ``i`` there: ``S0`` kept 5 where
+    ``S1`` got 0, ran after it inside thread 5, and Algorithm 1 lost the one-kernel plan
+    (the prover refused it).  Dimension 2k + 1 is iterator k by construction."""
+    an = _source(tmp_path, """
+        for i in range(n):
+            if i == 5:
+                x[i] = y[i] * 2.0
+            y[i] = x[i] + 1.0
+        """, "n: int, x: f32[n], y: f32[n]")
+    s0 = an.scop.statement("S0")
+    assert algorithm1.time_map(s0, (0,)).is_equal(
+        isl.Map("[n] -> { S0[i = 5] -> [0, 0, 0] : n >= 6 }"))
+    found = algorithm1.search(an, wanted=4)
+    assert [[(k.statements, k.n_space) for k in tr.kernels] for tr in found][0] == [
+        (("S0", "S1"), 1)]
+    _assert_all_legal(an, candidates(an))
+
+
 def test_dependence_between_statements_splits_kernels(tmp_path):
     """``c[i]`` reads ``b[i - 1]`` of the previous iteration: a global barrier
     between the two statements makes both parallel and coalesced."""

@@ -111,6 +111,22 @@ def test_block_count_is_the_grid_expression_evaluated():
                     evaluate(grid_expression(extent, size), values)
 
 
+def test_may_exceed_on_rational_extents():
+    # a host step of an isl schedule scaled by 2: isl writes the extent's pieces as
+    # rational affine expressions on a lattice, which its max_val refuses
+    from polygpu.codegen.launch_grid import may_exceed
+
+    extent = isl.PwAff("[n, h0] -> { [(h0)/2] : (h0) mod 2 = 0 and 0 <= h0 <= n; "
+                       "[(-1 + h0)/2] : (h0) mod 2 = 1 and 0 <= h0 <= n }")
+    at = isl.Set("[n, h0] -> { : n = 100 }")
+    # at most 50 + 1 blocks of 1, 50 // 4 + 1 = 13 of 4
+    assert not may_exceed(extent, 1, at, 51, None) and may_exceed(extent, 1, at, 50, None)
+    assert not may_exceed(extent, 4, at, 13, None) and may_exceed(extent, 4, at, 12, None)
+    for h0 in (0, 7, 100):
+        assert block_count(extent, 4, {"n": 100, "h0": h0}) == h0 // 2 // 4 + 1
+    assert may_exceed(extent, 4, isl.Set("[n, h0] -> { : }"), 65535, None)  # unbounded
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 @pytest.mark.parametrize("variant", [Variant(tile=(64,), threads=(32,)),
                                      Variant(tile=(128,), threads=(32,), jam=True, unroll=4),

@@ -68,13 +68,15 @@ def compile_once():
     and the compile is most of their time.  The first search compiles for real."""
     real, done = tuner._compile_all, {}
 
-    def cached(spec, function, options, variants, params):
-        key = (spec, function, tuple(canonical(v.to_json()) for v in variants),
-               tuple(sorted(params.items())), repr(options.check_params),
-               options.defines, options.include_dirs)
-        if key not in done:
-            done[key] = real(spec, function, options, variants, params)
-        return done[key]
+    def cached(spec, function, options, variants, params, mode="program"):
+        keys = [(spec, function, canonical(v.to_json()), tuple(sorted(params.items())),
+                 repr(options.check_params), options.defines, options.include_dirs, mode)
+                for v in variants]
+        missing = {k: v for k, v in zip(keys, variants, strict=True) if k not in done}
+        if missing:
+            found = real(spec, function, options, list(missing.values()), params, mode)
+            done.update(zip(missing, found, strict=True))
+        return [done[k] for k in keys]
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tuner, "_compile_all", cached)
@@ -148,7 +150,10 @@ def test_model_prunes_and_lands_near_exhaustive(exhaustive):
     counts = result.counts()
     pruned = sum(v for k, v in counts.items() if k.startswith("pruned"))
     assert pruned > 0 and len(runner.calls) < len(full.measured)
-    assert set(runner.calls) <= {c.key for c in full.measured}
+    # the model's default plans first (never pruned), then survivors of the space
+    plans = [c.key for c in result.candidates if c.origin == "plan"]
+    assert plans and runner.calls[:len(plans)] == plans
+    assert set(runner.calls) - set(plans) <= {c.key for c in full.measured}
     for c in result.candidates:
         if c.stage == "pruned-traffic":
             least = min(x.traffic_bytes for x in result.candidates
@@ -165,8 +170,10 @@ def test_model_prunes_and_lands_near_exhaustive(exhaustive):
 def test_slack_zero_keeps_only_the_least_traffic():
     runner = FakeRunner()
     result = _tune(runner, strategy="model", traffic_slack=0.0)
+    # (the model's default plans are timed whatever their traffic)
     kept = [c for c in result.candidates if c.traffic_bytes is not None
-            and c.stage not in ("pruned-traffic", "duplicate", "invalid")]
+            and c.stage not in ("pruned-traffic", "duplicate", "invalid")
+            and c.origin != "plan"]
     valid = [c for c in result.candidates if c.traffic_bytes is not None
              and c.stage != "invalid"]
     # the floor is the least traffic of a grid that gives every SM a block, when one does
@@ -384,8 +391,8 @@ def test_traffic_bound_is_the_fewest_of_a_variant_without_spills():
         by_stage.setdefault(c.stage, []).append(c)
     spilled = by_stage["pruned-spills"]
     assert spilled and all(max(c.variant.tile) >= 256 for c in spilled)
-    fits = [c for c in result.candidates
-            if c.stage in ("timed", "budget", "pruned-threads", "pruned-occupancy")]
+    fits = [c for c in result.candidates if c.origin != "plan"  # timed, never pruned
+            and c.stage in ("timed", "budget", "pruned-threads", "pruned-occupancy")]
     assert fits and all(max(c.variant.tile) < 256 for c in fits)
     # the floor: the fewest traffic of a non-spilling variant whose main launch gives
     # every SM a block (smaller grids with less traffic are kept beside it)

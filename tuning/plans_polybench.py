@@ -128,7 +128,7 @@ def measure(device, program, sizes, repeats):
     return statistics.median(times)
 
 
-def run_kernel(name, entry, args, device, backend):
+def run_kernel(name, entry, args, device, backend, previous=None):
     spec = str(ROOT / "kernels" / "polybench" / f"{name}.c")
     sizes = dict(entry["small" if args.small else "gpu"])
     small = {k: max(3, v // args.check_scale) | 1 for k, v in sizes.items()}
@@ -139,6 +139,8 @@ def run_kernel(name, entry, args, device, backend):
     checked_prepared = prepare(spec, entry["function"], params=small)
     rows = []
     found = plans(prepared, sizes)
+    if args.tune_only:  # the default alone, timed again beside the tune in this run
+        found = found[:1]
     fastest = min(p for _, _, p in found if p is not None)
     done = {}  # variant JSON -> its row (the default is also in the ranking)
     for name_, variant, predicted in found:
@@ -189,8 +191,14 @@ def run_kernel(name, entry, args, device, backend):
     default = rows[0]
     tuned = tune_row(spec, entry["function"], sizes, args, device, backend) \
         if args.tune else None
-    return {"kernel": name, "sizes": sizes, "rows": rows, "default": default,
-            "best": best, "tuned": tuned, "seconds": time.time() - started}
+    if tuned is not None and "ms" in default:
+        tuned["default_ms_same_run"] = default["ms"]
+    result = {"kernel": name, "sizes": sizes, "rows": rows, "default": default,
+              "best": best, "tuned": tuned, "seconds": time.time() - started}
+    if args.tune_only and previous is not None:
+        # the recorded plan search stays; the tune and the default timed beside it join
+        result = dict(previous, tuned=tuned, tuned_date=datetime.date.today().isoformat())
+    return result
 
 
 def tune_row(spec, function, sizes, args, device, backend):
@@ -202,10 +210,13 @@ def tune_row(spec, function, sizes, args, device, backend):
     started = time.time()
     try:
         kernel = optimize(spec, params=sizes, function=function, tune=True,
-                          budget=args.tune, database=False, backend=backend)
+                          strategy=args.strategy, budget=args.tune, database=False,
+                          backend=backend)
     except Exception as err:  # noqa: BLE001 -- recorded, the other kernels go on
-        return {"plan": f"tune, budget {args.tune}", "error": str(err).splitlines()[0]}
-    row = {"plan": f"tune, budget {args.tune}", "variant": kernel.variant.to_json(),
+        return {"plan": f"tune, budget {args.tune}", "strategy": args.strategy,
+                "error": str(err).splitlines()[0]}
+    row = {"plan": f"tune, budget {args.tune}", "strategy": args.strategy,
+           "budget": args.tune, "variant": kernel.variant.to_json(),
            "tuner_ms": kernel.measurement.time_ms, "tune_seconds": time.time() - started,
            "launches": len(kernel.program.steps(sizes))}
     row["ms"] = measure(device, kernel.program, sizes, args.repeats)
@@ -256,6 +267,24 @@ def markdown(results, gpu, date):
             t.get("error", "")[:60], ""]
         cells.append(str(ppcg) if ppcg else f"> {PPCG_LIMIT_MS[name]:.0f}")
         lines.append("| " + " | ".join(cells) + " |")
+    tuned = [r for r in results if (r.get("tuned") or {}).get("ms") is not None]
+    if tuned:
+        lines += ["", "## Tuned plans", "",
+                  "`polygpu tune` through `polygpu.optimize(tune=True)`, no database; its "
+                  "best variant timed again like every row; `default (same run)` = the "
+                  "default plan timed in the same run as the tune.", "",
+                  "| kernel | strategy | budget | tune s | tuned ms | launches | "
+                  "default (same run) ms | default / tuned | vs PPCG | date |",
+                  "|---|---|--:|--:|--:|--:|--:|--:|--:|---|"]
+        for r in tuned:
+            t = r["tuned"]
+            same = t.get("default_ms_same_run")
+            lines.append(
+                f"| {r['kernel']} | {t.get('strategy', 'model')} | {t.get('budget', '')} | "
+                f"{t.get('tune_seconds', 0):.0f} | {t['ms']:.3f} | {t.get('launches', '')} | "
+                + (f"{same:.3f} | {same / t['ms']:.2f}" if same else " | ")
+                + f" | {ratio(PPCG_MS[r['kernel']], t['ms'], r['kernel'])} | "
+                f"{r.get('tuned_date', '')} |")
     lines += ["", "## Every plan: the model's prediction beside the measurement", ""]
     for r in results:
         lines += [f"### {r['kernel']} {r['sizes']}", "",
@@ -303,6 +332,10 @@ def main(argv=None):
     p.add_argument("--out", default=None)
     p.add_argument("--tune", type=int, default=0, metavar="BUDGET",
                    help="also run polygpu tune (model strategy) with this budget")
+    p.add_argument("--strategy", default="model", help="the tune's strategy")
+    p.add_argument("--tune-only", action="store_true",
+                   help="with --tune and --keep: time the default plan and the tune only, "
+                   "keeping the recorded plan search of each kernel")
     p.add_argument("--keep", action="store_true",
                    help="keep the recorded results of the kernels not run now")
     args = p.parse_args(argv)
@@ -316,15 +349,15 @@ def main(argv=None):
     out = Path(args.out) if args.out else ROOT / "tuning" / "results" / \
         str(gpu).replace(" ", "-")
     out.mkdir(parents=True, exist_ok=True)
-    results = []
+    results, recorded = [], {}
     previous = out / "plans_polybench.json"
     if args.keep and previous.exists():  # kernels not rerun keep their recorded rows
-        results = [r for r in json.loads(previous.read_text())["results"]
-                   if r["kernel"] not in (args.kernel or KERNELS)]
+        recorded = {r["kernel"]: r for r in json.loads(previous.read_text())["results"]}
+        results = [r for r in recorded.values() if r["kernel"] not in (args.kernel or KERNELS)]
     for name in args.kernel or KERNELS:
         print(f"{name} ...", file=sys.stderr, flush=True)
         results.append(run_kernel(name, catalog[f"polybench/{name}.c"], args, device,
-                                  args.backend))
+                                  args.backend, recorded.get(name)))
         # written after every kernel: a run stopped midway keeps what it measured
         (out / "plans_polybench.json").write_text(json.dumps(
             {"gpu": str(gpu), "date": date, "results": results}, indent=1, default=str))

@@ -8,15 +8,32 @@ writes no rows.
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
 from polygpu.errors import PolygpuError
 from polygpu.params import parse_params
-from polygpu.search.database import Run, TuningDatabase, default_path, write_export
+from polygpu.search.database import (
+    BUSY_TIMEOUT_S,
+    ENV_COLUMNS,
+    RUN_COLUMNS,
+    Run,
+    TuningDatabase,
+    default_path,
+    write_export,
+)
+from polygpu.search.measurement import canonical
 
 REASON_WIDTH = 120  # compiler output can run to pages: the table shows its first line
+# `db export --kernel-times`: the columns of the kernel_times table, in order (also the
+# JSON export's keys); those holding JSON are decoded (JSON) or canonical text (CSV)
+KERNEL_EXPORT_COLUMNS = ("id", "created", "spec", "function", "source_hash", "params",
+                         *ENV_COLUMNS, "plan", "kernel", "variant", "time_ms", "program",
+                         "measurement")
+KERNEL_JSON_COLUMNS = ("params", "plan", "variant", "program")
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -57,7 +74,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     export = actions.add_parser("export", help="write the measurements as CSV or JSON",
                                 description="Write every measurement (or those of the "
                                 "runs chosen by number or filters) as CSV or as a JSON "
-                                "list of objects, one per row.")
+                                "list of objects, one per row; with --kernel-times the "
+                                "kernel times instead (table kernel_times: one row per "
+                                "kernel of a program timed with its launches broken "
+                                "down, as the per-kernel strategy does).")
     _add_common(export)
     export.add_argument("number", nargs="?", type=int, metavar="RUN",
                         help="only this run (its number from 'db list')")
@@ -68,6 +88,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="write to FILE instead of standard output")
     export.add_argument("--latest", action="store_true",
                         help="only the latest measurement of each variant")
+    export.add_argument("--kernel-times", action="store_true",
+                        help="export the kernel times (plan, kernel, the kernel's "
+                        "variant, milliseconds, the whole program's variant and its "
+                        "measurement's id) instead of the measurements")
     export.set_defaults(run=_run_export)
     return db
 
@@ -182,11 +206,25 @@ def _run_show(args: argparse.Namespace) -> int:
 def _run_export(args: argparse.Namespace) -> int:
     path = _path(args)
     filters = _filters(args)
-    if path.exists():
-        with TuningDatabase(path) as db:
-            records = db.rows(latest=args.latest, **filters)
+    if args.kernel_times:
+        if args.latest:
+            raise PolygpuError("db export --kernel-times: --latest does not apply (every "
+                               "kernel time is a sample; the search takes their median)")
+        noun = "kernel time"
+        rows = _kernel_rows(path, filters) if path.exists() else []
+
+        def write(out):
+            _write_kernel_rows(rows, args.format, out)
     else:
-        records = []
+        noun = "measurement"
+        if path.exists():
+            with TuningDatabase(path) as db:
+                rows = db.rows(latest=args.latest, **filters)
+        else:
+            rows = []
+
+        def write(out):
+            write_export(rows, args.format, out)
     if args.output:
         # whole or not at all: a temporary file next to it, renamed into place
         import os
@@ -202,7 +240,7 @@ def _run_export(args: argparse.Namespace) -> int:
             os.umask(mask)
             os.fchmod(fd, 0o666 & ~mask)
             with os.fdopen(fd, "w", newline="", encoding="utf-8") as out:
-                write_export(records, args.format, out)
+                write(out)
             os.replace(tmp, target)
         except OSError as err:
             raise PolygpuError(f"{args.output}: cannot write: {err.strerror or err}"
@@ -210,11 +248,64 @@ def _run_export(args: argparse.Namespace) -> int:
         finally:
             if tmp is not None and os.path.exists(tmp):
                 os.unlink(tmp)
-        print(f"wrote {len(records)} measurement{'s' * (len(records) != 1)} to "
-              f"{args.output}")
+        print(f"wrote {len(rows)} {noun}{'s' * (len(rows) != 1)} to {args.output}")
     else:
-        write_export(records, args.format, sys.stdout)
+        write(sys.stdout)
     return 0
+
+
+def _kernel_rows(path: Path, filters: dict) -> list[dict]:
+    """The rows of the kernel_times table (none in a file without it), oldest first, as
+    objects with :data:`KERNEL_EXPORT_COLUMNS` (JSON columns decoded); with filters,
+    those under the key of a run :meth:`TuningDatabase.runs` selects."""
+    with TuningDatabase(path) as db:  # checks the file; the runs for the filters
+        keys = ({run.key for run in db.runs(**filters)}
+                if any(v is not None for v in filters.values()) else None)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                               timeout=BUSY_TIMEOUT_S)
+        try:
+            conn.row_factory = sqlite3.Row
+            if not conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                "name = 'kernel_times'").fetchone():
+                return []  # written before the table existed, or never per kernel
+            found = conn.execute("SELECT * FROM kernel_times ORDER BY id").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as err:
+        raise PolygpuError(f"{path}: cannot read the kernel times of the tuning database "
+                           f"({err}); move the file away (a new one is created)") from None
+    rows = []
+    for r in found:
+        if keys is not None and tuple(r[c] for c in RUN_COLUMNS) not in keys:
+            continue
+        row = {}
+        for c in KERNEL_EXPORT_COLUMNS:
+            row[c] = r[c]
+            if c in KERNEL_JSON_COLUMNS:
+                try:
+                    row[c] = json.loads(r[c])
+                except (TypeError, ValueError) as err:
+                    raise PolygpuError(f"{path}: row {r['id']} of the kernel times is "
+                                       f"damaged ({err}); move the file away (a new one "
+                                       "is created)") from None
+        rows.append(row)
+    return rows
+
+
+def _write_kernel_rows(rows: list[dict], fmt: str, out) -> None:
+    """Kernel times as CSV (JSON columns as canonical JSON text, no measurement as an
+    empty cell) or as a JSON list of objects; like the measurements' export."""
+    if fmt == "json":
+        json.dump(rows, out, indent=2)
+        out.write("\n")
+        return
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(KERNEL_EXPORT_COLUMNS)
+    for row in rows:
+        writer.writerow("" if row[c] is None else canonical(row[c])
+                        if c in KERNEL_JSON_COLUMNS else row[c]
+                        for c in KERNEL_EXPORT_COLUMNS)
 
 
 def _one_run(db: TuningDatabase, filters: dict) -> Run:

@@ -284,16 +284,9 @@ def _print_table(result, summary) -> None:
 def _variant_cell(variant) -> str:
     """A variant's fields that differ from the defaults, then each kernel's own
     (``kernel 1: tile=32,32 threads=8,32``) where a per-kernel variant sets them."""
-    from dataclasses import replace
-
     from polygpu.search.summary import variant_text
 
-    text = variant_text(replace(variant, kernels=()))
-    for k, overrides in variant.kernels:
-        fields = " ".join(f"{name}={','.join(map(str, v)) if isinstance(v, tuple) else v}"
-                          for name, v in overrides)
-        text += f"; kernel {k}: {fields}"
-    return text
+    return variant_text(variant)
 
 
 def _f(x, fmt: str) -> str:

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import islpy as isl
 
 from polygpu.model.dependences import maps_of
+from polygpu.model.isl_util import max_int_val
 from polygpu.model.scop import fix_parameters
 
 if TYPE_CHECKING:
@@ -117,7 +118,7 @@ def _term_value(term: str, params: tuple[tuple[str, int], ...]) -> int | None:
                                             dict(params)))
     if pa.domain().is_empty():
         return 0
-    val = pa.max_val()
+    val = max_int_val(pa)
     if not val.is_int():
         return None
     return max(int(val.to_python()), 0)

@@ -16,6 +16,8 @@ from fractions import Fraction
 
 import islpy as isl
 
+from polygpu.model.isl_util import max_int_val
+
 
 def _fraction(val: isl.Val) -> Fraction:
     return Fraction(str(val))
@@ -93,8 +95,8 @@ def may_exceed(extent: isl.PwAff, tile: int, context: isl.Set, limit: int,
     (isl's maximum of the extent; unbounded parameters can)."""
     if values is not None:
         return block_count(extent, tile, values) > limit
-    top = extent.intersect_params(context.align_params(extent.get_space().params())) \
-        .max_val()
+    top = max_int_val(extent.intersect_params(
+        context.align_params(extent.get_space().params())))
     if not top.is_int():
         return not top.is_neginfty() and not top.is_nan()
     return int(top.to_python()) // tile + 1 > limit

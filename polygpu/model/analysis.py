@@ -56,8 +56,11 @@ class Analysis:
         raise KeyError((statement, ref))
 
 
-def analyze(scop: Scop) -> Analysis:
-    deps = compute_dependences(scop)
+def analyze(scop: Scop, dependences: Dependences | None = None) -> Analysis:
+    """The analyses of ``scop``; ``dependences``: its exact dependences where a
+    transformation already knows them (``transform/split.py`` derives a split
+    program's from the original's, proven), else computed here."""
+    deps = dependences if dependences is not None else compute_dependences(scop)
     reductions = find_reductions(scop, deps)
     loops = loop_parallelism(scop, deps, reductions)
     return Analysis(

@@ -263,6 +263,18 @@ def _counter_schedule(schedule: isl.Map, domain: isl.Set, expand: isl.Map,
         if schedule.has_tuple_id(isl.dim_type.out) else m
 
 
+def _distinct_reads(scop: Scop, array: str) -> list:
+    """The read accesses of ``array``, without a repeat of an earlier one of the same
+    statement with the same relation (it has the same dependences)."""
+    found: list = []
+    for a in scop.accesses:
+        if a.kind == "read" and a.array == array and not any(
+                b.statement == a.statement and b.relation.is_equal(a.relation)
+                for b in found):
+            found.append(a)
+    return found
+
+
 def compute_dependences(scop: Scop) -> Dependences:
     """Flow, anti and output dependences of ``scop``, per array and statement pair."""
     compress, expand, strided = {}, {}, {}  # statement -> maps, strided loops
@@ -297,7 +309,8 @@ def compute_dependences(scop: Scop) -> Dependences:
         flow = anti = isl.UnionMap.empty(scop.context.get_space())
         # one read reference at a time: exact all the same (each read has its own last
         # writer), and it avoids an isl failure on unions of reads with strided domains
-        for read in (a for a in scop.accesses if a.kind == "read" and a.array == array.name):
+        # (a statement reading one element twice -- ``a[i] < b ? a[i] : b`` -- once)
+        for read in _distinct_reads(scop, array.name):
             sink = compressed(isl.UnionMap.from_map(read.relation))
             flow = flow.union(_last_source(sink, writes, schedule))
             # anti: in reversed time the "last" write before a read is the first one after

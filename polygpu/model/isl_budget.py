@@ -20,8 +20,22 @@ import islpy as isl
 OPTIONAL_ANALYSIS_OPERATIONS = 1_000_000
 
 
+_EXCEEDED = "maximal number of operations exceeded"
+
+
 class OutOfBudget(Exception):
     """isl ran out of the operations it was given."""
+
+
+def _spent(ctx: isl.Context) -> bool:
+    """Whether the budget is used up.  isl does not always say so in the error that
+    stopped it (a parse cut short reports a syntax error), so a trivial operation
+    asks again."""
+    try:
+        isl.Set.universe(isl.Space.set_alloc(ctx, 0, 1)).lexmin()
+    except isl.Error as e:
+        return _EXCEEDED in str(e)
+    return False
 
 
 @contextmanager
@@ -35,7 +49,7 @@ def isl_operation_budget(ctx: isl.Context, operations: int = OPTIONAL_ANALYSIS_O
     try:
         yield
     except isl.Error as e:
-        if "maximal number of operations exceeded" in str(e):
+        if _EXCEEDED in str(e) or _spent(ctx):
             raise OutOfBudget(str(e)) from None
         raise
     finally:

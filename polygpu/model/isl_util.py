@@ -62,3 +62,49 @@ def union_optional(a, b):
     if a is None:
         return b
     return a if b is None else a.union(b)
+
+
+
+def detached(x: isl.Map | isl.Set | isl.UnionMap | isl.UnionSet):
+    """An equal isl object in the same representation (the same basic maps/sets, with
+    the same constraints in the same order) that shares no internal data with ``x``.
+
+    islpy's ``copy`` and isl's ``__isl_keep`` arguments share the representation, and
+    some isl operations rewrite a shared representation in place (into an equal set,
+    by intent): isl's scheduler (``compute_schedule``) left the analysis' dependence
+    maps in a form on which the next ``is_subset`` failed inside isl (assertion
+    "i >= 0", isl_tab.c).  Handing such an operation detached copies keeps the
+    caller's objects as they were, and isl answers as it would on the originals."""
+    if isinstance(x, isl.UnionMap):
+        return union_of((detached(m) for m in maps_of(x)), x.get_space())
+    if isinstance(x, isl.UnionSet):
+        return union_of_sets((detached(s) for s in sets_of(x)), x.get_space())
+    # a new tuple name makes isl copy a shared basic map/set before changing it; an
+    # anonymous tuple is named and the name dropped again
+    if isinstance(x, isl.Map):
+        dt = isl.dim_type.in_
+        name = x.get_tuple_name(dt)
+        parts = [isl.Map.from_basic_map(b.set_tuple_name(dt, name or "_"))
+                 for b in x.get_basic_maps()]
+    else:
+        name = x.get_tuple_name()
+        parts = [isl.Set.from_basic_set(b.set_tuple_name(name or "_"))
+                 for b in x.get_basic_sets()]
+    if not parts:
+        return type(x).empty(x.get_space())
+    result = parts[0]
+    for part in parts[1:]:
+        result = result.union_disjoint(part)
+    if name is None:
+        result = result.reset_tuple_id(dt) if isinstance(x, isl.Map) else \
+            result.reset_tuple_id()
+    return result
+
+
+def max_int_val(pa: isl.PwAff) -> isl.Val:
+    """The maximum of ``pa`` over the integer points of its domain, for a ``pa`` that
+    takes integer values there (a bound, an extent): isl's ``max_val`` refuses
+    rational affine pieces ("expecting integer affine expression"), which isl makes
+    of such values (``(h0)/2 : h0 mod 2 = 0``); their floor is the same function with
+    integer pieces.  NaN on an empty domain, infinity when unbounded."""
+    return pa.floor().max_val()

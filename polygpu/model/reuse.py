@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import lru_cache
 
 import islpy as isl
 import sympy
@@ -121,7 +122,14 @@ def access_rank(access: Access, iterators: tuple[str, ...]) -> int | None:
         return None
     if not rows or not iterators:
         return 0
-    return int(sympy.Matrix(rows).rank())
+    return _rank(tuple(tuple(r) for r in rows))
+
+
+@lru_cache(maxsize=1024)
+def _rank(rows: tuple[tuple[Fraction, ...], ...]) -> int:
+    """The rank of a coefficient matrix (sympy is slow, and the same few matrices
+    recur: a statement's references, its copies in step regions and sub-regions)."""
+    return int(sympy.Matrix([list(r) for r in rows]).rank())
 
 
 def _owned_by_one_iteration(access: Access, parallel_dims: list[int]) -> bool:

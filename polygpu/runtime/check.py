@@ -188,11 +188,7 @@ def check_program(
 
     # the reference: float64 copies of the unpoisoned inputs
     parallel = parallel_loops(scop, source)
-    ref_values = dict(values)
-    for a in source.arrays:
-        v = values[a.name]
-        ref_values[a.name] = v.astype(np.float64) if v.dtype.kind == "f" else v.copy()
-    ref_run = reference.run_reference(source, ref_values, defines, include_dirs, parallel)
+    ref_values, ref_run = _reference(source, values, defines, include_dirs, parallel)
 
     # the kernel: poisoned inputs inside red zones
     kernel_in = {a.name: _poisoned_copy(values[a.name], poisoned[a.name]) for a in source.arrays}
@@ -205,8 +201,65 @@ def check_program(
         view, buf, pad = buffers[a.name]
         found.append(_compare(a, view, kernel_in[a.name], ref_values[a.name], written[a.name],
                               poisoned[a.name], buf, pad))
+    return _judged(found, source, values, ref_values, ref_run,
+                   f"{source.name} at {_params_text(ints)}, seed {seed}, {device.kind}",
+                   seed, parallel, defines, include_dirs, conditioning)
 
-    # the conditioning bound, where it can change the verdict
+
+def judge_outputs(
+    scop: Scop,
+    spec: str,
+    params: Mapping[str, int],
+    values: Mapping[str, object],
+    outputs: Mapping[str, np.ndarray],
+    seed: int = 0,
+    where: str = "outputs",
+    defines: Sequence[str] = (),
+    include_dirs: Sequence[str] = (),
+    conditioning: bool = True,
+) -> CheckResult:
+    """``check``'s judgement of outputs computed elsewhere -- the Python API on NumPy
+    arrays or device tensors copied back (``outputs``: array name -> NumPy array) from
+    the inputs ``values`` (as :func:`polygpu.runtime.inputs.random_values` draws them,
+    with ``seed``): the original function of ``spec`` runs in float64 on ``values``,
+    every element the region writes (``scop``: ``Compiled.source_scop``) must meet the
+    fixed tolerance or the conditioning bound, every other element must keep its input
+    bits.  Without poisoned inputs and red zones (the caller ran the kernel), so it
+    cannot see a write outside an array or an element read before it is written;
+    ``check_program`` can.  ``where`` names the run in the message."""
+    source = load(spec, function=scop.function, defines=defines, include_dirs=include_dirs)
+    ints = inputs.integer_parameters(source, params)
+    shapes = inputs.array_shapes(source, ints)
+    written, _ = _masks(scop, source, ints, shapes)
+    parallel = parallel_loops(scop, source)
+    ref_values, ref_run = _reference(source, values, defines, include_dirs, parallel)
+    found = []
+    for a in source.arrays:
+        got, given = np.asarray(outputs[a.name]), values[a.name]
+        if got.shape != given.shape or got.dtype != given.dtype:
+            raise ValueError(f"{a.name}: output {got.dtype}{list(got.shape)}, input "
+                             f"{given.dtype}{list(given.shape)}")
+        found.append(_compare(a, got, given, ref_values[a.name], written[a.name],
+                              np.zeros(got.shape, dtype=bool), None, 0))
+    return _judged(found, source, values, ref_values, ref_run,
+                   f"{source.name} at {_params_text(ints)}, seed {seed}, {where}", seed,
+                   parallel, defines, include_dirs, conditioning)
+
+
+def _reference(source, values, defines, include_dirs, parallel):
+    """(the original function's results on float64 copies of ``values``, its run)."""
+    ref_values = dict(values)
+    for a in source.arrays:
+        v = values[a.name]
+        ref_values[a.name] = v.astype(np.float64) if v.dtype.kind == "f" else v.copy()
+    return ref_values, reference.run_reference(source, ref_values, defines, include_dirs,
+                                               parallel)
+
+
+def _judged(found, source, values, ref_values, ref_run, context, seed, parallel, defines,
+            include_dirs, conditioning) -> CheckResult:
+    """The verdict on the compared arrays ``found``: the conditioning bound where it can
+    change it, the account, the message (``context`` first)."""
     note, judged = "", {}
     soft = [c for c in found if c.soft.any()]
     hard = any(c.problems or (c.wrong & ~c.soft).any() for c in found)
@@ -231,7 +284,6 @@ def check_program(
     )
     problems, notes, worst, threshold, inconclusive = _account(
         found, judged, threshold, split=bool(soft) and not judged)
-    context = f"{source.name} at {_params_text(ints)}, seed {seed}, {device.kind}"
     if ref_run.note:
         context += f"; {ref_run.note}"
     report = {name: v.summary for name, v in judged.items()}
@@ -302,7 +354,7 @@ def _account(found, judged, threshold, split):
 
 def _masks(scop, source, ints, shapes):
     """Boolean arrays of the written and of the poisoned elements, per argument array."""
-    feet = footprint.footprints(scop)
+    feet = footprint.footprints(scop, ints)
     written, poisoned = {}, {}
     for a in source.arrays:
         fp = feet.get(a.name)
@@ -370,10 +422,12 @@ def _compare(a: ir.ArrayDecl, got, given, ref, written, poisoned, buf, pad) -> _
             f"{name}: {int(changed.sum())} element(s) outside the written set changed, first "
             f"{name}{list(idx)}: {given[idx].item()!r} -> {got[idx].item()!r}"
         )
-    zone = np.concatenate([buf[:pad], buf[pad + got.size :]])
-    outside = zone.view(bits) != np.full(1, _poison(got.dtype), dtype=got.dtype).view(bits)[0]
-    if outside.any():
-        problems.append(f"{name}: {int(outside.sum())} write(s) outside the array")
+    if buf is not None:  # the red zones around the array (none: not run inside them)
+        zone = np.concatenate([buf[:pad], buf[pad + got.size :]])
+        outside = zone.view(bits) != np.full(1, _poison(got.dtype),
+                                             dtype=got.dtype).view(bits)[0]
+        if outside.any():
+            problems.append(f"{name}: {int(outside.sum())} write(s) outside the array")
 
     if got.dtype.kind == "f":
         rtol, atol = TOLERANCES[a.dtype]

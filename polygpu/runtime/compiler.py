@@ -82,6 +82,20 @@ def source_hash(*parts: str) -> str:
     return h.hexdigest()[:24]
 
 
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a private file and a rename: another process
+    (a parallel test worker, a second tune) may be reading or compiling the same cached
+    file, and rewriting it in place would hand that one a truncated source."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix, dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def build_shared_library(
     source: str, compiler: str, flags: Sequence[str], stem: str, suffix: str, what: str
 ) -> Path:
@@ -95,7 +109,7 @@ def build_shared_library(
         return library
     src = directory / f"{stem}-{key}{suffix}"
     try:
-        src.write_text(source)
+        write_atomically(src, source)
         fd, tmp = tempfile.mkstemp(prefix=f".{stem}-", suffix=".so", dir=directory)
     except OSError as err:
         raise PolygpuError(f"{directory}: cannot write to polygpu's build cache "

@@ -39,20 +39,29 @@ class ArrayFootprint:
         return self.written.subtract(self.live_in)
 
 
-def footprints(scop: Scop) -> dict[str, ArrayFootprint]:
-    """Written and live-in elements of every argument array of ``scop``."""
-    reads = scop.access_map("read")
-    writes = scop.access_map("write")
+def footprints(scop: Scop, params: Mapping[str, int] | None = None
+               ) -> dict[str, ArrayFootprint]:
+    """Written and live-in elements of every argument array of ``scop``; with
+    ``params``, at those parameter values only (what a check needs: isl's dataflow on a
+    strided, parametric nest took minutes, on the same nest at fixed sizes a second)."""
+    point = None if params is None else parameter_point(scop.context, params)
+
+    def fixed(x):
+        return x if point is None else x.intersect_params(point)
+
+    reads = fixed(scop.access_map("read"))
+    writes = fixed(scop.access_map("write"))
+    schedule = fixed(scop.schedule)
     try:
         flow = (
             isl.UnionAccessInfo.from_sink(reads)
             .set_must_source(writes)
-            .set_schedule_map(scop.schedule)
+            .set_schedule_map(schedule)
             .compute_flow()
         )
         live_in_elements = flow.get_must_no_source().range()
     except isl.Error:  # isl fails on some strided, disjunctive domains
-        live_in_elements = _live_in_by_order(scop, writes)
+        live_in_elements = _live_in_by_order(scop, writes, schedule, fixed)
     written = _by_array(writes.range())
     live_in = _by_array(live_in_elements)
     out = {}
@@ -67,17 +76,20 @@ def footprints(scop: Scop) -> dict[str, ArrayFootprint]:
     return out
 
 
-def _live_in_by_order(scop: Scop, writes: isl.UnionMap) -> isl.UnionSet:
+def _live_in_by_order(scop: Scop, writes: isl.UnionMap,
+                      schedule: isl.UnionMap | None = None,
+                      fixed=lambda x: x) -> isl.UnionSet:
     """The elements some read takes from before the region, from first principles:
     per read reference (one element per instance), the instances that no write to
-    their element precedes."""
-    schedule = scop.schedule
+    their element precedes (``schedule``: the region's, restricted like ``writes``;
+    ``fixed`` restricts a read to the parameters asked)."""
+    schedule = scop.schedule if schedule is None else schedule
     earlier = schedule.lex_gt_union_map(schedule)  # instance -> instances before it
     result = isl.UnionSet.empty(scop.context.get_space())
     for a in scop.accesses:
         if a.kind != "read":
             continue
-        read = isl.UnionMap.from_map(a.relation)
+        read = fixed(isl.UnionMap.from_map(a.relation))
         sourced = read.apply_range(writes.reverse()).intersect(earlier).domain()
         result = result.union(read.subtract_domain(sourced).range())
     return result
@@ -87,15 +99,24 @@ def _by_array(uset: isl.UnionSet) -> dict[str, isl.Set]:
     return {s.get_tuple_name(): s for s in sets_of(uset)}
 
 
-def at_parameters(s: isl.Set, params: Mapping[str, int]) -> isl.Set:
-    """``s`` with its parameters fixed to ``params`` and then removed."""
-    n = s.dim(isl.dim_type.param)
-    for k in range(n):
+def _fixed_parameters(s: isl.Set, params: Mapping[str, int]) -> isl.Set:
+    for k in range(s.dim(isl.dim_type.param)):
         name = s.get_dim_name(isl.dim_type.param, k)
         if name not in params:
             raise PolygpuError(f"missing parameter {name}; give it with -p {name}=VALUE")
         s = s.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(s.get_ctx(), int(params[name])))
-    return s.project_out(isl.dim_type.param, 0, n)
+    return s
+
+
+def parameter_point(context: isl.Set, params: Mapping[str, int]) -> isl.Set:
+    """The parameter set holding only ``params`` (every parameter of ``context``)."""
+    return _fixed_parameters(isl.Set.universe(context.get_space()), params)
+
+
+def at_parameters(s: isl.Set, params: Mapping[str, int]) -> isl.Set:
+    """``s`` with its parameters fixed to ``params`` and then removed."""
+    return _fixed_parameters(s, params).project_out(isl.dim_type.param, 0,
+                                                    s.dim(isl.dim_type.param))
 
 
 def mask(s: isl.Set, params: Mapping[str, int], shape: tuple[int, ...]) -> np.ndarray:

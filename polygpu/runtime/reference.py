@@ -420,7 +420,7 @@ def _build_c(program, defines, include_dirs, mode: str, parallel=()):
         # resolve next to the original
         copy = compiler.cache_dir() / f"omp-{compiler.source_hash(openmp)}.c"
         if not copy.exists():
-            copy.write_text(openmp)
+            compiler.write_atomically(copy, openmp)
         include, extra_flags = f'#include "{copy}"\n', ("-fopenmp",)
         flags.append("-iquote" + os.path.dirname(path))
     errors = None

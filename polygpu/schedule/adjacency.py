@@ -101,8 +101,15 @@ def coalesced_references(an: Analysis, kernels: tuple[KernelSchedule, ...]
             time = statement_map(kernel.time, name)
             if space is None or time is None:
                 continue
-            result += [(name, acc.ref) for acc in an.scop.statement(name).accesses
-                       if is_coalesced(acc, space, time)]
+            # a statement touching one element twice (``a[i] < b ? a[i] : b``): the same
+            # relation has the same answer
+            known: dict[str, bool] = {}
+            for acc in an.scop.statement(name).accesses:
+                key = str(acc.relation)
+                if key not in known:
+                    known[key] = is_coalesced(acc, space, time)
+                if known[key]:
+                    result.append((name, acc.ref))
     order = {s.name: k for k, s in enumerate(an.scop.statements)}
     return tuple(sorted(result, key=lambda r: (order[r[0]], r[1])))
 

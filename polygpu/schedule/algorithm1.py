@@ -87,22 +87,39 @@ def space_map(stmt: Statement, choice: Choice) -> isl.Map:
 
 
 def _iterator_dims(stmt: Statement) -> dict[int, int]:
-    """Schedule dimension -> the iterator (position) it carries (``i`` or ``-i``)."""
+    """Schedule dimension -> the iterator (position) it carries (``i`` or ``-i``): in the
+    2d+1 schedule, dimension ``2k + 1`` is iterator ``k``.  By position, never read off
+    the schedule's expressions: a statement pinned to one value (``if (i == 5)``) has
+    the constant 5 there, which involves no iterator, so that dimension stayed in its
+    time when ``i`` became a space dimension -- after the other statements' zeroed ones,
+    the original order inside a thread broken (the prover then refused the plan)."""
+    width = stmt.schedule.dim(isl.dim_type.out)
+    return {2 * k + 1: k for k in range(len(stmt.iterators)) if 2 * k + 1 < width}
+
+
+def _fixed_by(stmt: Statement, choice: Choice) -> set[int]:
+    """Schedule dimensions whose value is a function of the iterators in ``choice`` (and
+    the parameters) alone, e.g. ``j = h0 - 4t - 2i`` of a wavefront step with ``t`` and
+    ``i`` on threads: one value per thread, which orders nothing inside it."""
     pma = stmt.schedule.as_pw_multi_aff()
-    found = {}
+    others = [k for k in range(len(stmt.iterators)) if k not in choice]
+    fixed = set()
     for d in range(pma.dim(isl.dim_type.out)):
-        for k in range(len(stmt.iterators)):
-            if any(aff.involves_dims(isl.dim_type.in_, k, 1)
-                   for _, aff in pma.get_pw_aff(d).get_pieces()):
-                found[d] = k
-    return found
+        pieces = [aff for _, aff in pma.get_pw_aff(d).get_pieces()]
+        if any(aff.involves_dims(isl.dim_type.in_, k, 1) for aff in pieces for k in choice) \
+                and not any(aff.involves_dims(isl.dim_type.in_, k, 1)
+                            for aff in pieces for k in others):
+            fixed.add(d)
+    return fixed
 
 
 def time_map(stmt: Statement, choice: Choice) -> isl.Map:
-    """θ: the original schedule with the dimensions of the space iterators zeroed."""
+    """θ: the original schedule with the dimensions of the space iterators zeroed (and
+    those the space iterators alone determine: constant inside a thread)."""
     width = stmt.schedule.dim(isl.dim_type.out)
     carried = _iterator_dims(stmt)
-    dims = [None if carried.get(d) in choice else d for d in range(width)]
+    fixed = _fixed_by(stmt, choice)
+    dims = [None if carried.get(d) in choice or d in fixed else d for d in range(width)]
     return stmt.schedule.apply_range(_selector(width, dims))
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import islpy as isl
 
 from polygpu.model.analysis import Analysis
-from polygpu.model.isl_util import maps_of, sets_of
+from polygpu.model.isl_util import detached, maps_of, sets_of, union_of
 from polygpu.schedule.adjacency import coalesced_references, transformation
 from polygpu.schedule.transformation import KernelSchedule, Transformation
 
@@ -92,7 +92,11 @@ def isl_schedule(an: Analysis, outer_coincidence: bool = False) -> isl.Schedule 
     ones as a band of their own: how a pivot or time loop shows as a separate band
     (:func:`polygpu.schedule.host.isl_host`)."""
     scop = an.scop
-    deps = an.dependences.union()
+    # detached copies: isl's scheduler rewrites the maps it is given in place, and left
+    # the analysis' dependences in a form isl then failed on (algorithm1._thread_local);
+    # united in the order of Dependences.union, since isl's schedule depends on it
+    deps = union_of((detached(d.relation) for d in an.dependences.items),
+                    an.dependences.space)
     ctx = scop.context.get_ctx()
     before = ctx.get_schedule_outer_coincidence()
     ctx.set_schedule_outer_coincidence(int(outer_coincidence))

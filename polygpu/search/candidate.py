@@ -39,7 +39,13 @@ class Candidate:
     measurement came from the database), ``pruned-traffic``, ``pruned-spills``,
     ``pruned-occupancy``, ``pruned-threads``, ``duplicate`` (same code as
     ``duplicate_of``), ``invalid`` (polygpu or nvcc could not compile it: ``reason``),
-    ``budget`` (not reached)."""
+    ``budget`` (not reached: never costed, or costed and not timed); while a search
+    runs, also ``unexplored`` (in the space, not costed yet).  Until it is built,
+    ``registers`` is None and ``launches`` carry the concurrency of guessed registers.
+    ``origin`` is ``"plan"`` for the model's default plans, which a search times
+    first and never prunes, and ``"ranked"`` for the other plans the default ranked
+    (outside the space: costed to seed the search, never timed, left out of the
+    result)."""
 
     key: str
     variant: Variant
@@ -59,6 +65,7 @@ class Candidate:
     duplicate_of: str = ""
     measurement: Measurement | None = None
     launches: tuple[LaunchCost, ...] = ()  # per launch; () = one, as the totals say
+    origin: str = ""  # "plan" (timed first, never pruned), "ranked"; "" for the space
 
     @property
     def score(self) -> float:

@@ -148,6 +148,55 @@ def _registers(variant: Variant, double: bool) -> int:
     return min(255, 32 + points * (2 if double else 1) * (2 if variant.jam else 1))
 
 
+def sketch(prepared: Prepared, variant: Variant) -> Compiled:
+    """``variant`` tiled and placed, with the launches of its program but not its code:
+    what :func:`launch_costs` counts, without the code generator (isl's AST of every
+    kernel body, most of a compile: 0.3-20 s per variant of symm at PolyBench's
+    EXTRALARGE sizes, against 0.1-0.5 s for this).  The launches are those
+    :func:`~polygpu.codegen.cuda.generate` plans (names, grids, blocks, dynamic shared
+    memory, host steps; a grid too large for CUDA is left unfolded: the same blocks), so
+    the model's numbers are the same as on the compiled program; ``program.source`` is
+    empty.  A device-steps variant is sketched as its host-launched twin (the model
+    counts it so); whether it can run its steps on the device is decided when it is
+    compiled."""
+    from polygpu.codegen import staging
+    from polygpu.codegen.cuda import arguments, launch_steps
+    from polygpu.codegen.launch_grid import grid_expression
+    from polygpu.codegen.program import KernelProgram, Launch
+    from polygpu.memory.placement import STATIC_SHARED_BYTES, plan_memory
+    from polygpu.model.isl_util import union_of_sets
+    from polygpu.schedule.tiling import tile
+
+    an, found = prepared.analysis, prepared.candidates
+    if variant.candidate >= len(found):
+        raise PolygpuError(f"variant: candidate {variant.candidate} does not exist "
+                           f"(the scheduler found {len(found)}: 0..{len(found) - 1})")
+    twin = replace(variant, device_steps=False)
+    tr = found[twin.candidate]
+    step = tr.step or an
+    kernels = tile(step.scop, step.dependences_with(tr.atomic), tr, twin)
+    memory = plan_memory(step, tr, kernels, twin)
+    scop = step.scop
+    launches, steps = [], []
+    for k in kernels:
+        name = f"{scop.function}_kernel{k.index}"
+        shared = [b for b in memory.of_kernel(k.index).values() if b.space == "shared"]
+        dynamic = memory.shared_bytes(k.index) > STATIC_SHARED_BYTES
+        grid = [grid_expression(e, t) for e, t in zip(k.extent, k.tile, strict=True)]
+        block = list(k.threads)
+        launches.append(Launch(kernel=name, grid=tuple(grid + ["1"] * (3 - len(grid))),
+                               block=tuple(block + [1] * (3 - len(block))),
+                               shared_bytes=staging.dynamic_bytes(shared) if dynamic else 0))
+        if scop.host:
+            steps.append(launch_steps(scop, k.statements, name))
+    program = KernelProgram(function=scop.function, source="", arguments=arguments(scop),
+                            parameters=scop.parameters, launches=tuple(launches),
+                            host_iterators=scop.host,
+                            host_steps=str(union_of_sets(steps)) if steps else "")
+    return Compiled(prepared.spec, an, found, tr, twin, kernels, program, memory,
+                    prepared.source_scop, prepared.expansion)
+
+
 def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
                  guess_concurrency: bool = True) -> tuple[LaunchCost, ...]:
     """Per launch of a host-launched variant, what the cost model counts: modelled
@@ -211,8 +260,9 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
     """The model's seconds for ``variant`` at ``params`` (infinite, with the reason, for
     a plan that cannot be built)."""
     try:
-        # a device-steps plan is counted on its host-launched twin (same kernels)
-        c = compile_variant(prepared, replace(variant, device_steps=False), params)
+        # a device-steps plan is counted on its host-launched twin (same kernels), which
+        # the model needs tiled and placed, not generated
+        c = sketch(prepared, variant)
         refused = _shared_accumulator(c)
         if refused:
             return PlanEstimate(variant, math.inf, 0, "", refused)

@@ -1,6 +1,10 @@
 """The candidates of one search while a strategy decides about them, and the step
 that asks the :class:`~polygpu.search.resources.ResourceOracle` for their registers.
 
+A candidate is *costed* first (the model's numbers, no code: stage ``kept`` with no
+program yet), then *built* (:meth:`Pool.build`: its code generated, then the oracle), then
+timed; see :mod:`polygpu.search.explore` for why the three are kept apart.
+
 The one piece of mutable state of a search, private to one :func:`~polygpu.search.
 tuner.tune` call (like the frontends' translators): candidates themselves are frozen,
 and every decision replaces one by a new one under its key.
@@ -14,7 +18,9 @@ from dataclasses import dataclass, field, replace
 
 from polygpu.codegen.program import KernelProgram
 from polygpu.runtime.grid import launch_blocks
+from polygpu.schedule.variant import Variant
 from polygpu.search.candidate import Candidate
+from polygpu.search.measurement import canonical
 from polygpu.search.occupancy import Limits
 from polygpu.search.pruning import concurrency
 from polygpu.search.resources import ResourceOracle
@@ -22,7 +28,8 @@ from polygpu.search.resources import ResourceOracle
 
 @dataclass
 class Pool:
-    candidates: dict[str, Candidate]  # every variant of the space, by key, in space order
+    # every variant of the space (and the plans), by key, in space order
+    candidates: dict[str, Candidate]
     programs: Mapping[str, KernelProgram]  # the code of each distinct candidate
     params: Mapping[str, int]
     limits: Limits
@@ -37,14 +44,38 @@ class Pool:
     def set(self, c: Candidate) -> None:
         self.candidates[c.key] = c
 
+    @staticmethod
+    def key_of(v: Variant) -> str:
+        """A variant's key: its JSON as the workers read it back (per-kernel overrides
+        in one order), canonical."""
+        if v.kernels:
+            v = Variant.from_json(v.to_json())
+        return canonical(v.to_json())
+
+    def sketch(self, variants: list[Variant]) -> list[Candidate]:
+        """``variants`` costed by the model (no code): a pool whose candidates were all
+        compiled up front has them already."""
+        return [self.candidates[self.key_of(v)] for v in variants]
+
+    def generate(self, batch: list[Candidate]) -> None:
+        """Code for the candidates of ``batch`` that have none yet (a pool compiled up
+        front has it for all)."""
+
     def at(self, *stages: str) -> list[Candidate]:
         """The candidates at one of ``stages``, in space order."""
         return [c for c in self.candidates.values() if c.stage in stages]
 
     def build(self, batch: list[Candidate]) -> None:
-        """The oracle for ``batch`` at once: each candidate gets its registers, spills,
-        occupancy and concurrency (per launch too), or becomes ``invalid`` with the
-        compiler's first line."""
+        """The oracle for ``batch`` at once, their code generated first where it was not:
+        each candidate gets its registers, spills, occupancy and concurrency (per launch
+        too), or becomes ``invalid`` with the compiler's first line (or ``duplicate``,
+        when its code is another candidate's)."""
+        self.generate(batch)
+        batch = [self.candidates[c.key] for c in batch]
+        batch = [c for c in batch if c.stage not in ("invalid", "duplicate")
+                 and c.key in self.programs]
+        if not batch:
+            return
         built = self.oracle.compile([self.programs[c.key] for c in batch], self.arch,
                                     jobs=self.jobs)
         for c, b in zip(batch, built, strict=True):
@@ -74,6 +105,8 @@ class Pool:
             # initialisation kernel beside it says nothing about the bandwidth drawn
             if blocks * math.prod(launch.block) > most_threads:
                 most_threads, occ, conc = blocks * math.prod(launch.block), o, k
-        costs = tuple(replace(x, concurrency=by_kernel.get(x.kernel)) for x in c.launches)
+        # ptxas' concurrency replaces the guess the candidate was costed with
+        costs = tuple(replace(x, concurrency=by_kernel.get(x.kernel, x.concurrency))
+                      for x in c.launches)
         return replace(c, registers=regs, occupancy=occ, concurrency=conc,
                        spill_bytes=spills, launches=costs)

@@ -57,7 +57,9 @@ STAGES: dict[str, str] = {
     "pruned-occupancy": "concurrency below the minimum fraction of the best",
     "duplicate": "generates the same code as another candidate (measured once)",
     "invalid": "polygpu or nvcc could not compile it",
-    "budget": "not reached: the budget of timed candidates was spent",
+    "budget": "not reached: the budget of timed candidates was spent (costed and not "
+              "timed, or never costed: the search looks only as far as the budget can "
+              "use)",
     "kernel-reused": "per-kernel search: its kernel's time taken from the database's "
                      "kernel times (not measured again)",
 }
@@ -97,15 +99,21 @@ def _ranks(a: np.ndarray) -> np.ndarray:
 
 
 def measurement_order(result: TuneResult) -> list[Candidate]:
-    """The measured candidates in the order :func:`~polygpu.search.tuner.tune` timed them.
+    """The measured candidates in the order :func:`~polygpu.search.tuner.tune` timed them
+    (:attr:`~polygpu.search.tuner.TuneResult.order`).
 
-    The result does not record that order, so it is rebuilt as ``tune`` builds it: the
-    candidates that survived pruning (timed, reused or cut by the budget) in space order,
-    then ``model`` sorts them by :func:`~polygpu.search.tuner.model_order` (with
-    sm_90's limits: the result does not keep the device's), ``random`` shuffles them
-    with the options' seed, ``exhaustive`` keeps space order."""
+    A result without that record (built by hand) is ordered as ``tune`` ordered its
+    survivors before the search walked the space lazily: the candidates that survived
+    pruning (timed, reused or cut by the budget) in space order, then ``model`` sorts
+    them by :func:`~polygpu.search.tuner.model_order` (with sm_90's limits: the result
+    does not keep the device's), ``random`` shuffles them with the options' seed,
+    ``exhaustive`` keeps space order."""
     from polygpu.search.tuner import model_order
 
+    if result.order:
+        by_key = {c.key: c for c in result.candidates}
+        seen = dict.fromkeys(k for k in result.order if k in by_key)
+        return [by_key[k] for k in seen if by_key[k].measurement is not None]
     kept = [c for c in result.candidates if c.stage in ("timed", "reused", "budget")]
     if result.strategy == "model":
         kept.sort(key=model_order)

@@ -34,7 +34,8 @@ child's :class:`~polygpu.runtime.device.GpuDevice` (``use_module``), so the chec
 :func:`compile_cubins` compiles many candidates in parallel with nvcc (no GPU needed) and
 returns each one's cubin and ptxas resources, so the search can prune on occupancy and hand
 the binaries to the runner.  :class:`ReplayRunner` returns recorded measurements: it drives
-the search in CI, where there is no GPU.
+the search in CI, where there is no GPU; :class:`SyntheticRunner` returns times from a
+formula, to measure the search's own cost and to test it at sizes nothing could run.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ from polygpu.search.measurement import Environment, Job, Measurement, Runner
 from polygpu.search.occupancy import Resources, parse_ptxas
 
 __all__ = [
-    "Cubin", "ProcessRunner", "ReplayRunner", "Runner", "compile_cubin", "compile_cubins",
-    "rotations",
+    "Cubin", "ProcessRunner", "ReplayRunner", "Runner", "SyntheticRunner", "compile_cubin",
+    "compile_cubins", "rotations",
 ]
 
 MAX_ROTATIONS = 64
@@ -348,6 +349,53 @@ class ReplayRunner:
         return records, Environment(**data["environment"])
 
 
+SYNTHETIC_ENV = Environment("synthetic device", "", "", "", polygpu.__version__)
+
+
+def _unit(*parts) -> float:
+    """A pseudo-random number in [0, 1) drawn from ``parts`` (the same every run)."""
+    import hashlib
+
+    text = json.dumps(parts, sort_keys=True, default=str)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big") / 2**64
+
+
+class SyntheticRunner:
+    """A measuring device without a device: times from a formula, never running the
+    code.  What the search does besides timing (costing, code generation, ptxas, its
+    bookkeeping) is then all that costs, so this measures the search itself
+    (``tuning/search_cpu.py``) and drives tests at sizes no emulator could run.
+
+    ``launch_ms(job, k)`` gives launch ``k``'s milliseconds (default: a pseudo-random
+    number in [1, 2) drawn from kernel ``k``'s own merged variant, so a kernel's time
+    does not depend on its neighbours, as on a GPU to first order); a run is the sum of
+    its launches, reported with the breakdown when the job asks for it.  ``calls``
+    lists the keys measured, in order."""
+
+    def __init__(self, launch_ms=None, env: Environment = SYNTHETIC_ENV):
+        self.launch_ms = launch_ms or self._default
+        self.env = env
+        self.calls: list[str] = []
+
+    @staticmethod
+    def _default(job: Job, k: int) -> float:
+        from polygpu.schedule.variant import Variant
+
+        v = Variant.from_json(job.key)
+        return 1.0 + _unit(k, v.for_kernel(k).to_json())
+
+    def environment(self) -> Environment:
+        return self.env
+
+    def measure(self, job: Job) -> Measurement:
+        self.calls.append(job.key)
+        per = [float(self.launch_ms(job, k)) for k in range(len(job.program.launches))]
+        total = sum(per)
+        extra = {"launch_ms": per} if job.launch_times else {}
+        return Measurement(job.key, "ok", time_ms=total, times_ms=(total,),
+                           check="synthetic: not run", extra=extra)
+
+
 def measurement_to_json(m: Measurement) -> dict:
     return {"key": m.key, "status": m.status, "time_ms": m.time_ms,
             "times_ms": list(m.times_ms), "reason": m.reason, "check": m.check,
@@ -419,8 +467,12 @@ def _run_job(job, backend, repeats, warmup, l2_bytes, state, index=0) -> Measure
     extra["check_error"] = max(result.max_relative_error.values(), default=0.0)
     extra["check_threshold"] = result.threshold
     if not result.ok:
-        return Measurement(job.key, "wrong", reason=result.message, check=state["check"],
-                           extra=extra)
+        # inconclusive (inputs too ill-conditioned to tell a wrong result from rounding)
+        # is not "wrong", which says polygpu computed something else: an unverified
+        # candidate, not timed, recorded as an error with the check's account
+        extra["check_inconclusive"] = result.inconclusive
+        return Measurement(job.key, "error" if result.inconclusive else "wrong",
+                           reason=result.message, check=state["check"], extra=extra)
 
     ints = inputs.integer_parameters(source, job.params)
     shapes = inputs.array_shapes(source, ints)
@@ -554,6 +606,10 @@ def _child(argv: list[str]) -> int:
         from polygpu.search.tuner import compile_worker
 
         return compile_worker(Path(argv[1]))
+    if argv[:1] == ["--compile-serve"]:  # the same, batch after batch (tuner._SERVICE)
+        from polygpu.search.tuner import compile_server
+
+        return compile_server(int(argv[1]))
     directory = Path(argv[0])
     task = pickle.loads((directory / "job.pkl").read_bytes())
     m = run_job(task["job"], task["backend"], task["repeats"], task["warmup"], task["l2_bytes"],

@@ -11,7 +11,7 @@ gets its ratio ``peer time / candidate time`` (above 1: faster than cuBLAS).
 from __future__ import annotations
 
 import multiprocessing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from polygpu.schedule.variant import Variant
 from polygpu.search.metrics import Roofline, Workload, workload
@@ -59,14 +59,25 @@ class Summary:
 
 
 def variant_text(v: Variant) -> str:
-    """The fields of ``v`` that differ from the defaults, compactly."""
+    """The fields of ``v`` that differ from the defaults, compactly (tile and threads
+    always), then each kernel's own fields where a per-kernel variant sets them:
+    ``tile=32,64 threads=8,32 jam=True; kernel 1: tile=32,32 threads=8,32``."""
     default = Variant().to_json()
     parts = []
-    for k, value in v.to_json().items():
+    for k, value in replace(v, kernels=()).to_json().items():
         if k in ("tile", "threads") or value != default[k]:
-            shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
-            parts.append(f"{k}={shown}")
-    return " ".join(parts)
+            parts.append(f"{k}={_shown(value)}")
+    text = " ".join(parts)
+    order = list(default)
+    for index, overrides in v.kernels:
+        text += f"; kernel {index}: " + " ".join(
+            f"{k}={_shown(value)}"
+            for k, value in sorted(overrides, key=lambda kv: order.index(kv[0])))
+    return text
+
+
+def _shown(value) -> str:
+    return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
 def _peer_in_child(calls, params, dtype):

@@ -1,47 +1,53 @@
-"""The model-pruned empirical search (paper §6): compile, prune, time, keep the best.
+"""The model-pruned empirical search (paper §6): cost, prune, compile, time, keep the
+best.
 
 :func:`tune` runs the pipeline for one region and parameter set:
 
-1. **Space** (:mod:`polygpu.search.space`): the variants of the strategy's space.
-2. **Compile** every variant in parallel processes (isl tiling, memory placement, CUDA
-   text, and the fast traffic estimate of :func:`polygpu.memory.traffic.estimated_traffic`);
-   variants that generate identical code are measured once.  The worker processes are
-   forked from a fresh ``python -m polygpu.search.runner --compile`` child, never spawned
-   from the caller's process, so a plain script without an ``if __name__ ==
-   "__main__":`` guard is not re-run in each worker.
-3. **Prune** (strategy ``model`` only; each strategy is a function of
-   :mod:`polygpu.search.strategies`, the rules are :mod:`polygpu.search.pruning`):
+1. **Space** (:mod:`polygpu.search.space`): the variants of the strategy's space, put in
+   the pool uncosted (stage ``unexplored``): nothing is compiled up front.
+2. **Plans** (``model``, ``per-kernel``): the plans the model's default chose among
+   (:func:`polygpu.search.plan_model.choose`) are timed first and never pruned, so the
+   result is never slower than what ``compile -p`` gives.
+3. **Walk** (:mod:`polygpu.search.explore`; each strategy is a function of
+   :mod:`polygpu.search.strategies`, the rules are :mod:`polygpu.search.pruning`): the
+   strategy asks for what it needs, as it needs it, in the model's order and only as
+   far as the budget can use:
 
-   * *traffic*: drop structures whose modelled global loads and stores exceed the fewest
-     by more than ``traffic_slack`` percent (the paper's p);
-   * *occupancy*: the resource oracle (:mod:`polygpu.search.resources`: nvcc compiles
-     the survivors in parallel, no GPU needed, and ptxas reports registers and shared
-     memory); with the target's limits (the device's, sm_90
-     without one) this gives resident warps per SM.  A variant's *concurrency* is the
-     fraction of the whole GPU's warp slots its launch can fill (resident warps per SM,
-     and no more blocks than the grid has).  Drop variants below ``min_concurrency``
-     (25 %) of the best concurrency among the candidates, and variants outside
-     {T, T/2, T/4} threads per block, T being the largest warp multiple the kernel's
-     registers allow.
+   * *costed* (:meth:`Session.sketch`): tiled, placed and priced without code
+     (:func:`polygpu.search.plan_model.sketch`: modelled traffic, operand loads,
+     grids, the concurrency of guessed registers);
+   * *traffic*: drop variants whose modelled global loads and stores exceed the fewest
+     of the costed ones by more than ``traffic_slack`` percent (the paper's p);
+   * *built* (:meth:`~polygpu.search.pool.Pool.build`): code generated
+     (:meth:`Session.generate`; variants that generate identical code are measured
+     once) and the resource oracle asked (:mod:`polygpu.search.resources`: nvcc, no GPU
+     needed; ptxas reports registers and shared memory); with the target's limits (the
+     device's, sm_90 without one) this gives resident warps per SM.  A variant's
+     *concurrency* is the fraction of the whole GPU's warp slots its launch can fill.
+     Drop variants that spill, below ``min_concurrency`` (25 %) of the best concurrency
+     built, and outside {T, T/2, T/4} threads per block, T being the largest warp
+     multiple the kernel's registers allow.
 
+   Costing and building run in worker processes forked from one fresh ``python -m
+   polygpu.search.runner --compile-serve`` child kept for the whole call (the region is
+   prepared there once), never spawned from the caller's process, so a plain script
+   without an ``if __name__ == "__main__":`` guard is not re-run in each worker.
 4. **Order and budget**: ``model`` times survivors by :func:`~polygpu.search.cost.
-   predicted_cost` (per
-   launch, the longer of the modelled traffic over the bandwidth and the instances'
-   FMAs and operand loads over the issue rate, both scaled by how much of the GPU that
-   launch's grid and concurrency can use; summed over the launches and their host
-   steps, with a launch latency each);
-   ``exhaustive`` every variant in space order; ``random`` a seeded random order.  All
-   stop after ``budget`` timed candidates (measurements reused from the database do not
-   count) and rank by the same cost: the median time of a candidate that passed the
-   reference check, infinite otherwise.  ``per-kernel``
-   (:mod:`polygpu.search.strategies.per_kernel`) measures as it searches: it compiles
-   only the cost model's plan first (``first_space``), then more variants and their
-   measurements through the pool's :class:`Session`, and names the variant it chose
+   predicted_cost` (per launch, the longer of the modelled traffic over the bandwidth
+   and the instances' FMAs and operand loads over the issue rate, both scaled by how
+   much of the GPU that launch's grid and concurrency can use; summed over the launches
+   and their host steps, with a launch latency each); ``exhaustive`` every variant in
+   space order; ``random`` a seeded random order.  All stop after ``budget`` timed
+   candidates (measurements reused from the database do not count) and rank by the
+   same cost: the median time of a candidate that passed the reference check, infinite
+   otherwise.  ``per-kernel`` (:mod:`polygpu.search.strategies.per_kernel`) measures as
+   it searches, through the pool's :class:`Session`, and names the variant it chose
    (:attr:`TuneResult.chosen`, ranked first).
-5. **Measure** through a :class:`~polygpu.search.measurement.Runner`; every result is
-   written to the tuning database as it arrives, and earlier results with the same key
-   (source, function, parameters, variant, GPU, toolkit, driver, polygpu version) are
-   reused instead of measured again.  A program of several kernels timed with its
+5. **Measure** through a :class:`~polygpu.search.measurement.Runner`, the reference
+   check's program generated just before (:meth:`Session.check_program`); every result
+   is written to the tuning database as it arrives, and earlier results with the same
+   key (source, function, parameters, variant, GPU, toolkit, driver, polygpu version)
+   are reused instead of measured again.  A program of several kernels timed with its
    launches broken down (``Job.launch_times``) also leaves each kernel's time in the
    database's kernel-times table.
 
@@ -131,6 +137,10 @@ class TuneResult:
     # the key of the variant the strategy chose (per-kernel: the kernels' best combined,
     # measured as a whole), ranked first when it passed; None: the fastest measured
     chosen: str | None = None
+    order: tuple[str, ...] = ()  # the keys measured (timed or reused), in that order
+    # what the search did besides timing: variants costed by the model, programs
+    # generated, reference-check programs generated
+    work: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def measured(self) -> tuple[Candidate, ...]:
@@ -183,54 +193,93 @@ def _prepared(spec, function, defines, include_dirs):
     return prepare(spec, function, defines, include_dirs)
 
 
+# What a worker does with one variant (see explore.py for why they are apart):
+# "sketch": the model's numbers without code; "program": the code that is timed;
+# "check": the code of its reference check (the variant specialized at the check sizes)
+MODES = ("sketch", "program", "check")
+
+
 def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
                  include_dirs: tuple[str, ...], variant_json: str,
-                 params: Mapping[str, int], check_params: Mapping[str, int]) -> dict:
-    """Worker: one variant -> its program and model numbers (picklable), or the error.
-    A specializing variant also gets the program of its reference check: the same
-    variant specialized at ``check_params``."""
+                 params: Mapping[str, int], check_params: Mapping[str, int],
+                 mode: str = "program") -> dict:
+    """Worker: one variant in one of :data:`MODES` -> a picklable dict, or the error."""
     from polygpu.pipeline import compile_variant, program_at
-    from polygpu.search.plan_model import launch_costs
+    from polygpu.search import plan_model
 
     try:
         prepared = _prepared(spec, function, defines, include_dirs)
         variant = Variant.from_json(variant_json)
-        c = compile_variant(prepared, variant, params)
-        checked = program_at(c, check_params) if variant.specialize else None
-        # a device-steps program (one launch running every kernel's steps) is counted on
-        # its host-launched twin: the same kernels, one launch per kernel and step
-        model = compile_variant(prepared, replace(variant, device_steps=False), params) \
-            if variant.device_steps else c
-        blocks = launch_blocks(c.program, params)
-        costs = list(launch_costs(model, params, guess_concurrency=False))
-        if variant.device_steps:  # all of it in the one launch, of one block
-            costs = [LaunchCost(kernel=c.program.launches[0].kernel, runs=1,
-                                traffic_bytes=sum(x.traffic_bytes for x in costs),
-                                instances=sum(x.instances for x in costs),
-                                operand_loads=sum(x.operand_loads for x in costs),
-                                blocks=blocks[0])]
-        return {"program": c.program, "check_program": checked,
-                "traffic": sum(x.traffic_bytes for x in costs),
-                "instances": sum(x.instances for x in costs),
-                "prefetched": any(x.prefetched for x in costs),
-                "operand_loads": sum(x.operand_loads for x in costs),
-                "blocks": blocks, "launches": tuple(costs),
-                "function": c.program.function}
+        if mode == "program":
+            return {"program": compile_variant(prepared, variant, params).program}
+        if mode == "check":
+            # the same tiling and memory plan, generated at the check sizes
+            c = replace(plan_model.sketch(prepared, variant), variant=variant)
+            return {"check_program": program_at(c, check_params)}
+        return _sketch_one(prepared, variant, params)
     except PolygpuError as e:
         return {"error": str(e).splitlines()[0]}
     except Exception as e:  # a polygpu bug on one variant must not end the search
         return {"error": f"internal error: {type(e).__name__}: {e}"}
 
 
+def _sketch_one(prepared, variant: Variant, params: Mapping[str, int]) -> dict:
+    """The model's numbers of ``variant`` (:func:`polygpu.search.plan_model.sketch`):
+    per launch its traffic, instances, operand loads, grid and the concurrency of
+    guessed registers (ptxas replaces it when the candidate is built)."""
+    from polygpu.codegen.cuda import device_steps_possible
+    from polygpu.search import plan_model
+
+    if variant.candidate >= len(prepared.candidates):
+        raise PolygpuError(f"variant: candidate {variant.candidate} does not exist")
+    # a device-steps program (one launch running every kernel's steps) is counted on
+    # its host-launched twin: the same kernels, one launch per kernel and step
+    c = plan_model.sketch(prepared, variant)
+    blocks = launch_blocks(c.program, params)
+    costs = list(plan_model.launch_costs(c, params))
+    threads = max(math.prod(la.block) for la in c.program.launches)
+    shared = max(la.shared_bytes for la in c.program.launches)
+    if variant.device_steps:  # all of it in the one launch, of one block
+        tr = prepared.candidates[variant.candidate]
+        if tr.host is None:
+            raise PolygpuError("variant: device_steps runs host loops on the device, but "
+                               "this transformation has none")
+        if not device_steps_possible(tr.step.scop, c.kernels, c.memory):
+            raise PolygpuError("variant: device_steps is impossible for these kernels")
+        double = any(a.dtype == "float64" for a in c.kernel_scop.arrays)
+        _, guess = concurrency(threads, plan_model._registers(variant, double), 0, 1,
+                               SM_90.multiprocessors)
+        costs = [LaunchCost(kernel=f"{c.program.function}_steps", runs=1,
+                            traffic_bytes=sum(x.traffic_bytes for x in costs),
+                            instances=sum(x.instances for x in costs),
+                            operand_loads=sum(x.operand_loads for x in costs),
+                            blocks=1, concurrency=guess)]
+        blocks, shared = [1], 0
+    return {"traffic": sum(x.traffic_bytes for x in costs),
+            "instances": sum(x.instances for x in costs),
+            "prefetched": any(x.prefetched for x in costs),
+            "operand_loads": sum(x.operand_loads for x in costs),
+            "blocks": blocks, "launches": tuple(costs), "threads": threads,
+            "shared_bytes": shared, "function": c.program.function}
+
+
+# the persistent compile child of the running tune() call (None: compile in this process
+# or in a one-shot child)
+_SERVICE: _CompileService | None = None
+
+
 def _compile_all(spec, function, options: TuneOptions, variants: Sequence[Variant],
-                 params: Mapping[str, int]) -> list[dict]:
+                 params: Mapping[str, int], mode: str = "program") -> list[dict]:
+    """``variants`` through :func:`_compile_one` in ``mode``, in parallel processes when
+    there are several (``options.jobs``, default one per CPU)."""
     texts = [canonical(v.to_json()) for v in variants]
     checks = [_check_params(options, params, v) for v in variants]
     args = (spec, function, tuple(options.defines), tuple(options.include_dirs))
     workers = max(1, min(options.jobs or os.cpu_count() or 1, len(texts)))
-    tasks = [(*args, t, dict(params), c) for t, c in zip(texts, checks, strict=True)]
-    if workers > 1 and len(texts) >= 8:
-        results = _compile_in_child(tasks, workers)
+    tasks = [(*args, t, dict(params), c, mode) for t, c in zip(texts, checks, strict=True)]
+    if workers > 1 and len(texts) >= 2:
+        results = _SERVICE.map(tasks) if _SERVICE is not None else \
+            _compile_in_child(tasks, workers) if len(texts) >= 8 else None
         if results is not None:
             return results
     return [_compile_one(*task) for task in tasks]
@@ -267,19 +316,114 @@ def compile_worker(directory: Path) -> int:
     ``DIR/results.pkl``."""
     data = pickle.loads((directory / "tasks.pkl").read_bytes())
     tasks, workers = data["tasks"], data["workers"]
-    if tasks:
-        try:  # once here, inherited by every forked worker
-            _prepared(*tasks[0][:4])
-        except Exception:  # each task reports its own error
-            pass
-    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    with concurrent.futures.ProcessPoolExecutor(
-            max_workers=workers, mp_context=multiprocessing.get_context(method)) as pool:
+    with _worker_pool(tasks, workers) as pool:
         results = list(pool.map(_compile_one, *zip(*tasks, strict=True)))
     tmp = directory / "results.pkl.tmp"
     tmp.write_bytes(pickle.dumps(results))
     os.replace(tmp, directory / "results.pkl")
     return 0
+
+
+def _worker_pool(tasks: list[tuple], workers: int) -> concurrent.futures.ProcessPoolExecutor:
+    """Processes forked from this interpreter after the region of ``tasks`` was prepared
+    here once (each worker inherits it)."""
+    if tasks:
+        try:
+            _prepared(*tasks[0][:4])
+        except Exception:  # each task reports its own error
+            pass
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    return concurrent.futures.ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context(method))
+
+
+def _send(stream, obj) -> None:
+    data = pickle.dumps(obj)
+    stream.write(len(data).to_bytes(8, "little") + data)
+    stream.flush()
+
+
+def _receive(stream):
+    """The next object :func:`_send` wrote, or None at the end of the stream."""
+    head = stream.read(8)
+    if len(head) < 8:
+        return None
+    size = int.from_bytes(head, "little")
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    return pickle.loads(data)
+
+
+class _CompileService:
+    """One ``python -m polygpu.search.runner --compile-serve N`` child for a whole
+    :func:`tune` call: it prepares the region once and keeps its forked workers, and
+    compiles each batch the search sends it (a lazy search sends many small ones; a
+    fresh child per batch would prepare the region again each time).  Any failure
+    turns it off: the caller then compiles in this process."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self.process: subprocess.Popen | None = None
+        self.broken = False
+
+    def map(self, tasks: list[tuple]) -> list[dict] | None:
+        if self.broken:
+            return None
+        try:
+            if self.process is None:
+                from polygpu.search.runner import _ROOT
+
+                env = dict(os.environ)
+                env["PYTHONPATH"] = os.pathsep.join(
+                    p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
+                self.process = subprocess.Popen(
+                    [sys.executable, "-m", "polygpu.search.runner", "--compile-serve",
+                     str(self.workers)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL, env=env)
+            _send(self.process.stdin, tasks)
+            results = _receive(self.process.stdout)
+        except Exception:
+            results = None
+        if not isinstance(results, list) or len(results) != len(tasks):
+            self.broken = True
+            self.close()
+            return None
+        return results
+
+    def close(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        try:
+            process.stdin.close()
+            process.wait(timeout=60)
+        except Exception:
+            process.kill()
+            process.wait()
+
+
+def compile_server(workers: int) -> int:
+    """The body of ``python -m polygpu.search.runner --compile-serve N``: batches of
+    tasks from stdin, their results to stdout (:func:`_send` framing), until stdin
+    closes; the workers are forked once, after the first batch's region is prepared.
+    Anything else printed goes to stderr, never into the replies."""
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    sys.stdout = sys.stderr
+    requests = sys.stdin.buffer
+    pool = None
+    try:
+        while True:
+            tasks = _receive(requests)
+            if tasks is None:
+                return 0
+            if pool is None:
+                pool = _worker_pool(tasks, workers)
+            _send(replies, list(pool.map(_compile_one, *zip(*tasks, strict=True))))
+    finally:
+        if pool is not None:
+            pool.shutdown()
 
 
 def check_parameters(params: Mapping[str, int], variant: Variant) -> dict[str, int]:
@@ -309,11 +453,18 @@ def check_parameters(params: Mapping[str, int], variant: Variant) -> dict[str, i
 
 @dataclass
 class SearchPool(Pool):
-    """The pool of one :func:`tune` call, with its :class:`Session`: a strategy that
-    measures as it searches (``per-kernel``) compiles more variants and times them
-    through ``session``; the others never touch it."""
+    """The pool of one :func:`tune` call, with its :class:`Session`: candidates are
+    costed (:meth:`sketch`) and their code generated (:meth:`generate`, by
+    :meth:`~polygpu.search.pool.Pool.build`) only when a strategy asks, and a strategy
+    that measures as it searches (``per-kernel``) times them through ``session``."""
 
     session: Session | None = None
+
+    def sketch(self, variants):
+        return self.session.sketch(variants)
+
+    def generate(self, batch) -> None:
+        self.session.generate(batch)
 
 
 class Session:
@@ -342,49 +493,100 @@ class Session:
         # (plan, kernel, kernel variant) -> every time recorded, oldest first
         self.kernel_table: dict[tuple[str, int, str], list[float]] = {}
         self.timed = 0
+        self.order: list[str] = []  # keys measured (timed or reused), in that order
         self.chosen: str | None = None
-        self._plan: Variant | None = None
+        self._plans: list[Variant] | None = None
+        self._plan_error: PolygpuError | None = None
+        # what the search cost besides timing: variants costed, programs generated,
+        # check programs generated (ptxas runs: the oracle's)
+        self.sketched = self.generated = self.checked = 0
 
     # -- compiling --------------------------------------------------------------------
 
-    def compile(self, variants: Sequence[Variant]) -> list[Candidate]:
-        """Each of ``variants`` as a candidate of the pool (compiled now unless it is
-        there already): ``kept``, ``duplicate`` (same code as ``duplicate_of``) or
-        ``invalid``; in the order given."""
+    def key_of(self, v: Variant) -> str:
+        return Pool.key_of(v)
+
+    def explore(self, variants: Sequence[Variant]) -> None:
+        """``variants`` in the pool, not costed yet (stage ``unexplored``), those it
+        holds already left as they are."""
+        for v in variants:
+            key = self.key_of(v)
+            if key not in self.candidates:
+                self._set(Candidate(key, Variant.from_json(key) if v.kernels else v,
+                                    "unexplored"))
+
+    def sketch(self, variants: Sequence[Variant]) -> list[Candidate]:
+        """Each of ``variants`` costed by the model without its code (:func:`polygpu.
+        search.plan_model.sketch`; done now unless it was before): ``kept`` (no program
+        yet) or ``invalid``; in the order given."""
         # as read back from JSON (what the workers compile): per-kernel overrides in
         # one order, so a candidate's variant is the one its program names
         variants = [Variant.from_json(v.to_json()) if v.kernels else v for v in variants]
-        keys = [canonical(v.to_json()) for v in variants]
-        new = {k: v for k, v in zip(keys, variants, strict=True) if k not in self.candidates}
-        compiled = _compile_all(self.spec, self.function, self.options, list(new.values()),
-                                self.params) if new else []
-        for (key, v), c in zip(new.items(), compiled, strict=True):
-            self._add(key, v, c)
+        keys = [self.key_of(v) for v in variants]
+        new = {k: v for k, v in zip(keys, variants, strict=True)
+               if k not in self.candidates or self.candidates[k].stage == "unexplored"}
+        found = _compile_all(self.spec, self.function, self.options, list(new.values()),
+                             self.params, "sketch") if new else []
+        self.sketched += len(new)
+        for (key, v), c in zip(new.items(), found, strict=True):
+            if "error" in c:
+                self._set(Candidate(key, v, "invalid", reason=c["error"]))
+                continue
+            self._set(Candidate(key, v, "kept", traffic_bytes=c["traffic"],
+                                instances=c["instances"], operand_loads=c["operand_loads"],
+                                prefetched=c["prefetched"], shared_bytes=c["shared_bytes"],
+                                threads=c["threads"], blocks=max(c["blocks"]),
+                                launches=c["launches"]))
         return [self.candidates[k] for k in keys]
 
-    def _add(self, key: str, v: Variant, c: dict) -> None:
-        if "error" in c:
-            self._set(Candidate(key, v, "invalid", reason=c["error"]))
+    def generate(self, batch: Sequence[Candidate]) -> None:
+        """The code of each candidate of ``batch`` at stage ``kept`` that has none yet;
+        one whose code is another's becomes ``duplicate`` (measured once), one that does
+        not compile ``invalid``."""
+        todo = list({c.key: self.candidates[c.key] for c in batch
+                     if self.candidates[c.key].stage == "kept"
+                     and c.key not in self.programs}.values())
+        if not todo:
             return
-        program = c["program"]
-        # the same code whatever the header comment says (it names the variant)
-        identity = ("\n".join(line for line in program.source.splitlines()
-                               if not line.startswith("//")), program.launches)
-        launches = program.launches
-        cand = Candidate(key, v, "kept", traffic_bytes=c["traffic"],
-                         instances=c["instances"], operand_loads=c["operand_loads"],
-                         prefetched=c["prefetched"],
-                         shared_bytes=max(la.shared_bytes for la in launches),
-                         threads=max(math.prod(la.block) for la in launches),
-                         blocks=max(c["blocks"]), launches=c["launches"])
-        if identity in self._seen:
-            cand = replace(cand, stage="duplicate", duplicate_of=self._seen[identity])
-        else:
-            self._seen[identity] = key
-            self.programs[key] = program
-            if c["check_program"] is not None:
-                self.check_programs[key] = c["check_program"]
-        self._set(cand)
+        found = _compile_all(self.spec, self.function, self.options,
+                             [c.variant for c in todo], self.params, "program")
+        self.generated += len(todo)
+        for c, r in zip(todo, found, strict=True):
+            if "error" in r:
+                self._set(replace(c, stage="invalid", reason=r["error"]))
+                continue
+            program = r["program"]
+            # the same code whatever the header comment says (it names the variant)
+            identity = ("\n".join(line for line in program.source.splitlines()
+                                   if not line.startswith("//")), program.launches)
+            if identity in self._seen and self._seen[identity] != c.key:
+                self._set(replace(c, stage="duplicate", duplicate_of=self._seen[identity]))
+                continue
+            self._seen[identity] = c.key
+            self.programs[c.key] = program
+
+    def check_program(self, c: Candidate) -> KernelProgram | None:
+        """The program ``c``'s reference check runs: for a specialized variant the same
+        variant specialized at the check sizes (generated now, when it is about to be
+        timed), else None (the check runs the timed program)."""
+        if not c.variant.specialize:
+            return None
+        if c.key not in self.check_programs:
+            (r,) = _compile_all(self.spec, self.function, self.options, [c.variant],
+                                self.params, "check")
+            self.checked += 1
+            if "error" in r:
+                raise PolygpuError(f"the reference check of {c.key}: {r['error']}")
+            self.check_programs[c.key] = r["check_program"]
+        return self.check_programs[c.key]
+
+    def compile(self, variants: Sequence[Variant]) -> list[Candidate]:
+        """Each of ``variants`` costed and its code generated (no oracle): ``kept``,
+        ``duplicate`` (same code as ``duplicate_of``) or ``invalid``; in the order
+        given."""
+        found = self.sketch(variants)
+        self.generate(found)
+        return [self.candidates[c.key] for c in found]
 
     def _set(self, c: Candidate) -> None:
         if self.pool is not None:
@@ -392,15 +594,30 @@ class Session:
         else:
             self.candidates[c.key] = c
 
+    def plans(self, n: int | None = None) -> list[Variant]:
+        """The plans the model's default chose among (:func:`polygpu.search.plan_model.
+        choose`), best first, those that could be built, specialized as the space's
+        variants are; the first ``n``."""
+        if self._plans is None:
+            from polygpu.search import plan_model
+
+            try:
+                ranking = plan_model.choose(self.prepared, self.params, self.limits).ranking
+            except PolygpuError as e:  # no plan builds: the search goes on without
+                self._plans, self._plan_error = [], e
+                return []
+            found = [replace(e.variant, specialize=self.options.space.specialize)
+                     for e in ranking if math.isfinite(e.seconds)]
+            self._plans = list(dict.fromkeys(found))
+        return self._plans[:n]
+
     def plan(self) -> Variant:
         """The cost model's plan at these sizes (:func:`polygpu.search.plan_model.
         choose`), specialized as the space's variants are."""
-        if self._plan is None:
-            from polygpu.search import plan_model
-
-            chosen = plan_model.choose(self.prepared, self.params, self.limits).variant
-            self._plan = replace(chosen, specialize=self.options.space.specialize)
-        return self._plan
+        found = self.plans(1)
+        if not found:
+            raise self._plan_error
+        return found[0]
 
     # -- measuring --------------------------------------------------------------------
 
@@ -423,7 +640,8 @@ class Session:
         of several launches is timed with its launches broken down (a recorded
         measurement without the breakdown is timed again)."""
         c = self.candidates.get(c.key, c)
-        several = len(self.programs[c.key].launches) > 1
+        program = self.programs.get(c.key)
+        several = len(program.launches) > 1 if program is not None else len(c.launches) > 1
         wanted = launch_times and several
         if c.measurement is not None and c.stage in ("timed", "reused") and not (
                 wanted and c.measurement.status == "ok" and c.measurement.launch_ms is None):
@@ -438,10 +656,22 @@ class Session:
                               reason=f"the budget of {self.options.budget} was spent"))
             return None
         else:
+            if program is None:  # costed only: its code now
+                self.generate([c])
+                c = self.candidates[c.key]
+                program = self.programs.get(c.key)
+                if program is None:
+                    return c  # invalid, or a duplicate of another candidate
+            try:
+                check_program = self.check_program(c)
+            except PolygpuError as e:
+                c = replace(c, stage="invalid", reason=str(e).splitlines()[0])
+                self._set(c)
+                return c
             options = self.options
             job = Job(key=c.key, spec=self.spec, function=self.function,
-                      program=self.programs[c.key], check_program=self.check_programs.get(
-                          c.key), params=dict(self.params),
+                      program=program, check_program=check_program,
+                      params=dict(self.params),
                       check_params=_check_params(options, self.params, c.variant),
                       defines=tuple(options.defines),
                       include_dirs=tuple(options.include_dirs),
@@ -458,6 +688,7 @@ class Session:
             self._record_kernels(c, m, row)
             c = replace(c, stage="timed", measurement=m)
         self._set(c)
+        self.order.append(c.key)
         state, m = self.state, c.measurement
         state.done += 1
         if m.status != "ok":
@@ -540,16 +771,15 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
                       arch, state, notify)
     strategy = STRATEGIES[options.strategy]
 
-    # a strategy that compiles as it goes says what to compile first
+    # the variants the strategy starts from (default: the whole space), not costed yet
     first = getattr(strategy, "first_space", None)
     variants = first(session) if first is not None else \
         space_.space(prepared, params, options.space)
     if not variants:
         raise PolygpuError(f"{scop.function}: the search space is empty")
     notify(state)
-    session.compile(variants)
-    session.function_name = next((p.function for p in session.programs.values()),
-                                 scop.function)
+    session.explore(variants)
+    session.function_name = scop.function
     session.digest = source_hash(_region_text(spec, prepared))
     if database is not None:
         session.recorded = database.lookup(session.digest, session.function_name, params,
@@ -560,20 +790,42 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
     pool = SearchPool(session.candidates, session.programs, params, limits, arch,
                       oracle or resources.default_oracle(), options.jobs, session=session)
     session.pool = pool
-    state.phase = "nvcc"
-    notify(state)
-    kept = strategy(pool, options)
+    global _SERVICE
+    outer, _SERVICE = _SERVICE, _CompileService(max(1, options.jobs or os.cpu_count() or 1))
+    try:
+        state.phase = "nvcc"
+        notify(state)
+        # a strategy returns the candidates to time in order, or yields them one by one
+        # as it costs and builds them (reading the budget left after each)
+        kept = strategy(pool, options)
+        left = session.budget_left()
+        session.expect(len(kept) if isinstance(kept, Sequence) else
+                       left if left is not None else len(pool.candidates))
+        for c in kept:
+            session.measure(c)
+    finally:
+        _SERVICE.close()
+        _SERVICE = outer
     candidates = pool.candidates
-
+    for c in list(candidates.values()):  # what the search never reached
+        if c.stage == "unexplored":
+            pool.set(replace(c, stage="budget", reason="not costed: the search stopped "
+                             "before it (the budget bounds how far it looks)"))
+        elif c.origin == "ranked" and c.measurement is None:
+            del candidates[c.key]  # a seed of the search, outside the space: not a result
+        elif c.stage == "kept" and c.measurement is None:
+            pool.set(replace(c, stage="budget", reason=(
+                f"the budget of {options.budget} was spent" if options.budget is not None
+                else "not reached")))
     state.pruned = sum(1 for c in candidates.values() if c.stage.startswith("pruned"))
-    session.expect(len(kept))
-    for c in kept:
-        session.measure(c)
     state.phase = "done"
     notify(state)
     return TuneResult(spec, session.function_name, dict(params), session.env,
                       options.strategy, options, tuple(candidates.values()), session.programs,
-                      session.digest, function, chosen=session.chosen)
+                      session.digest, function, chosen=session.chosen,
+                      order=tuple(session.order),
+                      work={"costed": session.sketched, "generated": session.generated,
+                            "checks": session.checked})
 
 
 def _check_params(options: TuneOptions, params, variant) -> dict[str, int]:

@@ -43,11 +43,15 @@ from polygpu.errors import SourceLoc
 from polygpu.frontend import ir
 from polygpu.model.build import _Builder, map_from_pw_affs
 from polygpu.model.dependences import compute_dependences
-from polygpu.model.isl_util import maps_of, union_of_sets
+from polygpu.model.isl_budget import OutOfBudget, isl_operation_budget
+from polygpu.model.isl_util import maps_of
 from polygpu.model.scop import Access, Array, Loop, Scop, Statement
 
 PREFIX = "pg_x_"  # frontend/names.py reserves pg_: no user name can clash
 COPY_ITERATOR = "pg_e"  # iterators of the copy-back statements: pg_e0, pg_e1, ...
+# isl operations one expansion (analysis and proof) may take: every expansion of the
+# shipped kernels needs under a tenth of this
+EXPANSION_OPERATIONS = 20_000_000
 
 
 @dataclass(frozen=True)
@@ -100,10 +104,18 @@ def expand_temporaries(scop: Scop) -> Expansion:
                                               and array.name in written):
             continue
         try:
-            new, record = _expand(scop, array)
-            problem = verify_expansion(scop, new, record)
+            # bounded: an expansion only enables parallelism, and one whose analysis
+            # isl cannot finish within the budget is refused (the region stays as it
+            # is), never applied unproven
+            with isl_operation_budget(scop.context.get_ctx(), EXPANSION_OPERATIONS):
+                new, record = _expand(scop, array)
+                problem = verify_expansion(scop, new, record)
             if problem is not None:
                 raise _Refused(f"the expanded program failed the proof ({problem})")
+        except OutOfBudget:
+            refused.append(Refusal(array.name, "proving it took isl more than "
+                                   f"{EXPANSION_OPERATIONS:,} operations"))
+            continue
         except _Refused as why:
             refused.append(Refusal(array.name, str(why)))
             continue
@@ -123,12 +135,10 @@ def _expand(scop: Scop, array: Array) -> tuple[Scop, Expanded]:
     common = _common_prefix([s.loops for s in users])
     if not common:
         raise _Refused("its accesses do not all lie inside one common loop")
-    flow = _flow(scop, array.name)
-    reads = union_of_sets([a.relation.domain() for a in accesses if a.kind == "read"],
-                          scop.context.get_space())
-    if not reads.subtract(flow.range()).is_empty():
+    if not _without_source(scop, array.name).is_empty():
         raise _Refused("a read takes a value from before the region (no write in the "
                        "region precedes it)")
+    flow = _flow(scop, array.name)
     writes = scop.access_map("write", array.name)
     same_element = writes.apply_range(writes.reverse())
     names = {s.name for s in users}
@@ -198,6 +208,20 @@ def _flow(scop: Scop, array: str) -> isl.UnionMap:
     """Exact flow dependences ``{ writer -> reader }`` of one array."""
     only = replace(scop, arrays=tuple(a for a in scop.arrays if a.name == array))
     return compute_dependences(only).union(("flow",))
+
+
+def _without_source(scop: Scop, array: str) -> isl.UnionSet:
+    """The read instances of ``array`` that no write of the region precedes on the same
+    element.  A read has a last writer (a source in the flow) iff it has any earlier
+    writer, so this is the reads outside the flow's range -- asked without the flow,
+    whose range (the last writers' case split, dozens of pieces with divisions on
+    strided nests) made the subtraction run for minutes."""
+    reads = scop.access_map("read", array)
+    writes = scop.access_map("write", array)
+    schedule = scop.schedule
+    earlier = reads.apply_range(writes.reverse()).intersect(
+        schedule.lex_gt_union_map(schedule))  # read -> an earlier write of its element
+    return reads.domain().subtract(earlier.domain())
 
 
 def _flow_into(scop: Scop, array: str, read: Access) -> isl.UnionMap:

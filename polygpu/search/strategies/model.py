@@ -1,21 +1,32 @@
-"""``model``: the paper's pruned search (§6), survivors cheapest predicted first.
+"""``model``: the paper's pruned search (§6), the model's default plans first, then the
+survivors cheapest predicted first.
 
-1. *traffic*: drop variants whose modelled traffic is more than ``traffic_slack``
-   percent above the fewest of a variant that does not spill; the least-traffic tilings
-   are often the largest register tiles, which spill, so when they do the floor moves
-   up and the oracle builds the newly admitted, until it holds still;
-2. *spills*: drop variants whose registers spill to local memory;
-3. *threads*: keep {T, T/2, T/4} threads per block, T the registers' limit;
-4. *concurrency*: drop variants below ``min_concurrency`` of the best;
+1. *plans*: the plans the model's default chose among (:func:`polygpu.search.
+   plan_model.choose`), best first: the first :data:`PLANS` of them are timed before
+   anything else and never pruned, so the default plan is always measured and the
+   search can only return something at least as fast as what ``compile -p`` gives;
+2. then the space and the other ranked plans, walked lazily by
+   :class:`~polygpu.search.explore.Explorer` from all the ranked plans (costed, built
+   and timed in the model's order, only as far as the budget can use), through the
+   paper's rules, each applied to what the walk has considered:
 
-then order by :func:`~polygpu.search.cost.model_order`.
+   * *traffic*: drop variants whose modelled traffic is more than ``traffic_slack``
+     percent above the fewest of a variant that does not spill; the least-traffic
+     tilings are often the largest register tiles, which spill, so the variant at the
+     floor is built (ptxas) to know, and when it spills the floor moves up;
+   * *spills*: drop variants whose registers spill to local memory;
+   * *threads*: keep {T, T/2, T/4} threads per block, T the registers' limit;
+   * *concurrency*: drop variants below ``min_concurrency`` of the best built;
+
+   ordered by :func:`~polygpu.search.cost.model_order`.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from polygpu.search.cost import model_order
+from polygpu.errors import PolygpuError
+from polygpu.search.explore import LOOKAHEAD, Explorer, Rules
 from polygpu.search.pruning import (
     prune_concurrency,
     prune_spills,
@@ -24,41 +35,112 @@ from polygpu.search.pruning import (
     traffic_floor,
 )
 
-
-def select(pool, options) -> list:
-    if pool.at("kept"):
-        _prune_traffic_and_spills(pool, options)
-    else:
-        pool.build([])
-    kept = pool.at("kept")
-    if not kept:
-        return kept
-    widest = max(c.threads for c in kept)  # the space's own largest block
-    for c in kept:
-        pool.set(prune_threads(c, widest, pool.limits) or c)
-    kept = pool.at("kept")
-    best = max((c.concurrency for c in kept), default=0.0)
-    for c in kept:
-        pool.set(prune_concurrency(c, best, options.min_concurrency) or c)
-    return sorted(pool.at("kept"), key=lambda c: model_order(c, pool.limits))
+PLANS = 2  # of the model's ranked default plans, timed first
 
 
-def _prune_traffic_and_spills(pool, options) -> None:
-    least = None
+def select(pool, options):
+    session = getattr(pool, "session", None)
+    if session is None:
+        raise PolygpuError("the model strategy compiles as it searches: run it through "
+                           "polygpu.search.tuner.tune")
+    return _search(pool, session, options)
+
+
+def _search(pool, session, options):
+    space = [c.variant for c in pool.at("unexplored")]
+    in_space = {c.key for c in pool.at("unexplored")}
+    left = session.budget_left()
+    # every plan the default ranked is costed: they seed the walk across the scheduler
+    # candidates and block shapes; the best PLANS are timed first
+    ranked = [c for c in pool.sketch(session.plans()) if c.stage == "kept"]
+    first = ranked[:PLANS if left is None else min(PLANS, left)]
+    for c in ranked:
+        if c in first or c.key not in in_space:  # the others are the space's
+            pool.set(replace(c, origin="plan" if c in first else "ranked"))
+    pool.build(first)
+    for c in first:
+        if pool.candidates[c.key].stage == "kept":
+            yield pool.candidates[c.key]
+    yield from Explorer(pool, space, [pool.candidates[c.key] for c in ranked],
+                        rules(pool, options), session.budget_left)
+
+
+def rules(pool, options) -> Rules:
+    """The paper's rules for an :class:`~polygpu.search.explore.Explorer`; a plan
+    (outside the rules) seeds the walk only while its traffic would pass them."""
+    floor: list[int | None] = [None]
+
+    def apply(explorer) -> None:
+        floor[0] = _apply(explorer, pool, options)
+
+    def seed(c) -> bool:
+        return not c.origin or floor[0] is None or \
+            prune_traffic(c, floor[0], options.traffic_slack) is None
+
+    return Rules(costed=apply, built=apply, seed=seed)
+
+
+def _valid(c) -> bool:
+    """Whether ``c`` takes part in the rules' comparisons: a variant of the space (the
+    plans are outside the rules: the ones timed first are never pruned and set no
+    bound, the others only seed the walk), costed, and not known to spill."""
+    return not c.origin and c.traffic_bytes is not None and c.stage not in (
+        "invalid", "duplicate", "pruned-spills", "unexplored") and not (
+        c.registers is not None and c.spill_bytes)
+
+
+def _floor(explorer, pool) -> int | None:
+    """The traffic floor: the fewest bytes of a considered variant of the space that
+    does not spill (among the grids that give every SM a block).  A variant at the
+    floor not built yet is built to know whether it spills (at most
+    :data:`~polygpu.search.explore.LOOKAHEAD` at a time, within the walk's build
+    allowance); one that does is pruned and the floor moves up."""
+    builds = 0
     while True:
-        unbuilt = [c for c in pool.at("kept", "pruned-traffic") if c.registers is None]
-        built_ok = [c for c in pool.at("kept") if c.registers is not None]
-        floor = traffic_floor(built_ok + unbuilt, pool.limits)
-        if floor is None or floor == least:
-            return
-        least = floor
-        for c in unbuilt:
-            pool.set(prune_traffic(c, least, options.traffic_slack)
-                     or replace(c, stage="kept", reason=""))
-        batch = [c for c in pool.at("kept") if c.registers is None]
-        pool.build(batch)
-        for c in batch:
+        floor_pool = [c for c in explorer.candidates() if _valid(c)]
+        least = traffic_floor(floor_pool, pool.limits)
+        unknown = [c for c in floor_pool if c.traffic_bytes == least
+                   and c.stage == "kept" and not explorer.is_built(c)]
+        may = explorer.may_build()
+        size = LOOKAHEAD - builds if may is None else min(may, LOOKAHEAD - builds)
+        if least is None or not unknown or size <= 0:
+            return least
+        explorer.build(unknown[:size], rules=False)
+        builds += len(unknown[:size])
+        for c in unknown[:size]:
             built = pool.candidates[c.key]
             if built.stage == "kept":
                 pool.set(prune_spills(built) or built)
 
+
+def _apply(explorer, pool, options) -> int | None:
+    """Every rule, in the paper's order, on each considered candidate of the space not
+    measured yet, from scratch: what a rule pruned against an earlier floor or best is
+    admitted again when it passes now (spills, invalid code and duplicates are final).
+    The traffic floor it used."""
+    least = _floor(explorer, pool)
+    open_ = ("kept", "pruned-traffic", "pruned-threads", "pruned-occupancy")
+    todo = [c for c in explorer.candidates(*open_) if c.measurement is None and not c.origin]
+    stage = {}
+    for c in todo:  # traffic, then spills
+        pruned = prune_traffic(c, least, options.traffic_slack) if least is not None \
+            else None
+        if pruned is None and explorer.is_built(c):
+            pruned = prune_spills(c)
+        stage[c.key] = pruned or replace(c, stage="kept", reason="")
+    # what the rules so far leave of the space: measured ones and the survivors
+    alive = [c for c in explorer.candidates() if _valid(c) and c.measurement is not None] \
+        + [c for c in stage.values() if c.stage == "kept"]
+    widest = max((c.threads for c in alive), default=0)  # the space's own largest block
+    for key, c in stage.items():
+        if c.stage == "kept" and explorer.is_built(c):
+            stage[key] = prune_threads(c, widest, pool.limits) or c
+    best = max((c.concurrency or 0.0 for c in alive if explorer.is_built(c)
+                and stage.get(c.key, c).stage != "pruned-threads"), default=0.0)
+    for key, c in stage.items():
+        if c.stage == "kept" and explorer.is_built(c):
+            stage[key] = prune_concurrency(c, best, options.min_concurrency) or c
+    for key, c in stage.items():
+        if c != pool.candidates[key]:
+            pool.set(c)
+    return least

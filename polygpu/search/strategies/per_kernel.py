@@ -7,19 +7,23 @@ and the product of every kernel's space is far too large to time.  This strategy
 1. starts from the model's plan (:func:`polygpu.search.plan_model.choose`, specialized
    like the space) and times it with its launches broken down
    (:attr:`~polygpu.search.measurement.Measurement.launch_ms`);
-2. for a plan of one kernel, searches like ``model`` (the whole space, pruned and
-   ordered by the model);
+2. for a plan of one kernel, searches like ``model`` (its plans first, then the space,
+   pruned and ordered by the model);
 3. otherwise descends kernel by kernel, 0 first: kernel ``k``'s per-kernel fields (tile,
    threads, jam, chunk, shared, unroll, time_tile, blocked, prefetch) take every value
    of :func:`polygpu.search.space.kernel_variants` -- the space built from that kernel's
-   own shape -- with the other kernels fixed (``Variant.with_kernel``); the programs
-   are pruned and ordered by the model on kernel ``k``'s own launch (below) and timed
-   with the breakdown; kernel ``k``'s variant is the one with the least time *of its
-   own launch* (not the program's total: the other kernels' times only add noise), and
-   it is fixed before kernel ``k + 1``;
+   own shape -- with the other kernels fixed (``Variant.with_kernel``); the sweep is
+   walked lazily from the incumbent (:class:`~polygpu.search.explore.Explorer`: costed,
+   built and timed in the model's order only as far as the kernel's share of the budget
+   can use), pruned on kernel ``k``'s own launch (below) and timed with the breakdown;
+   kernel ``k``'s variant is the one with the least time *of its own launch* (not the
+   program's total: the other kernels' times only add noise), and it is fixed before
+   kernel ``k + 1``;
 4. measures the combination as a whole (reference check first, like every candidate)
    unless that exact program was timed already, and names it the result
-   (:attr:`~polygpu.search.tuner.TuneResult.chosen`).
+   (:attr:`~polygpu.search.tuner.TuneResult.chosen`) -- unless the plan it started from
+   measured faster as a whole (both timed the same way): then the plan, so the result
+   is never slower than the default.
 
 Why the kernels' results combine: the kernels of a plan run one after another (each
 launch finishes before the next starts), and a kernel's code and launch depend only on
@@ -60,7 +64,7 @@ from dataclasses import replace
 from polygpu.errors import PolygpuError
 from polygpu.schedule.variant import Variant
 from polygpu.search import space
-from polygpu.search.cost import model_order
+from polygpu.search.explore import Explorer, Rules
 from polygpu.search.strategies import model
 
 
@@ -69,41 +73,47 @@ def _kernels(session, variant) -> int:
 
 
 def first_space(session) -> list:
-    """What the tuner compiles before :func:`select`: the model's plan, and for a plan of
-    one kernel the whole space (the ``model`` search runs on it)."""
+    """What the tuner puts in the pool before :func:`select`: the model's plan, and for
+    a plan of one kernel the whole space (the ``model`` search runs on it)."""
     plan = session.plan()
     if _kernels(session, plan) > 1:
         return [plan]
     return [plan, *space.space(session.prepared, session.params, session.options.space)]
 
 
-def select(pool, options) -> list:
+def select(pool, options):
     session = getattr(pool, "session", None)
     if session is None:
         raise PolygpuError("the per-kernel strategy measures as it searches: run it "
                            "through polygpu.search.tuner.tune")
-    plan = session.plan()
-    if _kernels(session, plan) <= 1:
-        return model.select(pool, options)
-    start = session.compile([plan])[0]
-    if start.stage == "kept":
-        pool.build([start])
-        start = pool.candidates[start.key]
-    if start.stage != "kept":  # the plan itself does not build: the model's search
-        session.compile(space.space(session.prepared, session.params, options.space))
-        return model.select(pool, options)
-    _descend(pool, session, options, start, _kernels(session, plan))
-    return []
+    return _search(pool, session, options)
 
 
 select.first_space = first_space  # type: ignore[attr-defined]
 
 
-def _descend(pool, session, options, current, n: int) -> None:
-    device_steps = current.variant.device_steps
+def _search(pool, session, options):
+    plan = session.plan()
+    if _kernels(session, plan) <= 1:
+        yield from model.select(pool, options)
+        return
+    start = pool.sketch([plan])[0]
+    if start.stage == "kept":
+        pool.build([start])
+        start = pool.candidates[start.key]
+    if start.stage != "kept":  # the plan itself does not build: the model's search
+        session.explore(space.space(session.prepared, session.params, options.space))
+        yield from model.select(pool, options)
+        return
+    pool.set(replace(start, origin="plan"))
+    _descend(pool, session, options, pool.candidates[start.key], _kernels(session, plan))
+
+
+def _descend(pool, session, options, start, n: int) -> None:
+    device_steps = start.variant.device_steps
     reserve = 0 if options.budget is None else 1  # the final whole measurement
     session.expect(1)
-    current = session.measure(current, launch_times=True) or current
+    current = session.measure(start, launch_times=True) or start
     for k in range(n):
         configs = space.kernel_variants(session.prepared, session.params,
                                         current.variant.candidate, k, options.space)
@@ -113,28 +123,29 @@ def _descend(pool, session, options, current, n: int) -> None:
         variants = list(dict.fromkeys(Variant.from_json(current.variant.with_kernel(
             k, v).to_json()) for v in configs))
         variants = [v for v in variants if v != current.variant]
-        sweep = [c for c in session.compile(variants) if c.stage == "kept"]
-        order = _order(pool, sweep, k, options, current)
+        session.explore(variants)
         left = session.budget_left()
         # the last sweep keeps nothing back when its pick is sure to be measured: the
         # incumbent was, and every program it may pick is timed in it
         keep = reserve if k < n - 1 or pool.candidates[current.key].measurement is None \
-            or any(session.kernel_time(c.variant, k) is not None for c in order) else 0
+            or any(session.kernel_time(v, k) is not None for v in variants) else 0
         share = None if left is None else max(0, left - keep) // (n - k)
-        session.expect(len(order) if share is None else min(len(order), share))
         spent = session.timed
+        session.expect(len(variants) if share is None else min(len(variants), share))
+
+        def sweep_left(share=share, spent=spent):
+            return None if share is None else max(0, share - (session.timed - spent))
+
         best, best_ms = current, _incumbent_ms(session, current, k, device_steps)
-        for c in order:
+        walk = Explorer(pool, variants, [pool.candidates[current.key]],
+                        _rules(pool, options, k, current), sweep_left)
+        for c in walk:
             t = None if device_steps else session.kernel_time(c.variant, k)
             if t is not None:
                 c = replace(c, stage="kernel-reused", reason=(
                     f"kernel {k}: {t:.4g} ms, the median of the times recorded for its "
                     "variant in this plan"))
                 pool.set(c)
-            elif share is not None and session.timed - spent >= share:
-                pool.set(replace(c, stage="budget", reason=(
-                    f"kernel {k}: its share of the budget ({share}) was spent")))
-                continue
             else:
                 measured = session.measure(c, launch_times=True)
                 if measured is None:
@@ -142,11 +153,22 @@ def _descend(pool, session, options, current, n: int) -> None:
                 c, t = measured, _measured_ms(measured, k, device_steps)
             if t is not None and t < best_ms:
                 best, best_ms = c, t
+        for c in walk.candidates("kept"):
+            if c.measurement is None and share is not None:
+                pool.set(replace(c, stage="budget", reason=(
+                    f"kernel {k}: its share of the budget ({share}) was spent")))
         current = best
     final = pool.candidates[current.key]
     if final.measurement is None:
         session.expect(1)
         final = session.measure(final, launch_times=True)
+    # never worse than the plan it started from: both are measured as wholes, the same
+    # way (with the breakdown), so their totals compare
+    first = pool.candidates[start.key].measurement
+    if first is not None and first.status == "ok" and (
+            final is None or final.measurement is None
+            or final.measurement.score > first.time_ms):
+        final = pool.candidates[start.key]
     session.chosen = final.key if final is not None else None
 
 
@@ -173,49 +195,66 @@ def _incumbent_ms(session, current, k: int, device_steps: bool) -> float:
     return math.inf if t is None else t
 
 
-def _order(pool, sweep: list, k: int, options, current) -> list:
-    """The sweep's programs built by the oracle, pruned on kernel ``k``'s launch (see
-    the module docstring) and in the model's order."""
-    pool.build([c for c in sweep if c.registers is None])
-    kept = [pool.candidates[c.key] for c in sweep if pool.candidates[c.key].stage == "kept"]
-    if not kept:
-        return []
-    current = pool.candidates[current.key]
-    least = min(c.spill_bytes for c in [*kept, current])
-    for c in kept:
-        if c.spill_bytes > least:
-            pool.set(replace(c, stage="pruned-spills", reason=(
-                f"kernel {k}: ptxas spills {c.spill_bytes - least} more bytes of registers "
-                "than the least-spilling variant of the kernel")))
-    kept = [pool.candidates[c.key] for c in kept if pool.candidates[c.key].stage == "kept"]
-    launch = _launch_of(pool, current, k)
-    if launch is not None:
-        costs = {c.key: _launch_of(pool, c, k) for c in [*kept, current]}
+def _rules(pool, options, k: int, current) -> Rules:
+    """A sweep's rules on kernel ``k``'s own launch (see the module docstring), for the
+    :class:`~polygpu.search.explore.Explorer` that walks it; the incumbent ``current``
+    takes part in every comparison."""
+
+    def costed(walk) -> None:  # traffic: the floor among the costed (+ the incumbent)
+        mine = [c for c in walk.candidates() if c.traffic_bytes is not None
+                and c.stage not in ("invalid", "duplicate")]
+        costs = {c.key: _launch_of(pool, c, k) for c in mine}
         known = [x for x in costs.values() if x is not None]
+        if not known:
+            return
         filling = [x for x in known if x.blocks >= pool.limits.multiprocessors]
-        floor = min((x.traffic_bytes for x in filling or known), default=None)
-        best = max((x.concurrency or 0.0 for x in known), default=0.0)
-        for c in kept:
-            x = costs[c.key]
-            if x is None:
+        floor = min(x.traffic_bytes for x in filling or known)
+        for c in walk.candidates("kept", "pruned-traffic"):
+            x = costs.get(c.key)
+            if x is None or c.measurement is not None:
                 continue
-            if floor is not None and x.traffic_bytes > floor * (1 + options.traffic_slack / 100):
+            if x.traffic_bytes > floor * (1 + options.traffic_slack / 100):
                 pool.set(replace(c, stage="pruned-traffic", reason=(
                     f"kernel {k}: {x.traffic_bytes:,} bytes modelled, more than "
                     f"{options.traffic_slack:g}% above the fewest ({floor:,})")))
-            elif x.concurrency is not None and x.concurrency < options.min_concurrency * best:
+            elif c.stage == "pruned-traffic":
+                pool.set(replace(c, stage="kept", reason=""))
+
+    def built(walk) -> None:  # spills, then concurrency on kernel k's launch
+        mine = [c for c in walk.candidates() if walk.is_built(c)
+                and c.stage not in ("invalid", "duplicate")]
+        if not mine:
+            return
+        least = min(c.spill_bytes for c in mine)
+        for c in walk.window():
+            if c.spill_bytes > least:
+                pool.set(replace(c, stage="pruned-spills", reason=(
+                    f"kernel {k}: ptxas spills {c.spill_bytes - least} more bytes of "
+                    "registers than the least-spilling variant of the kernel")))
+        launches = [x for x in (_launch_of(pool, c, k) for c in mine) if x is not None]
+        best = max((x.concurrency or 0.0 for x in launches), default=0.0)
+        for c in walk.window():
+            x = _launch_of(pool, c, k)
+            if x is not None and x.concurrency is not None \
+                    and x.concurrency < options.min_concurrency * best:
                 pool.set(replace(c, stage="pruned-occupancy", reason=(
                     f"kernel {k}: concurrency {x.concurrency:.1%}, below "
                     f"{options.min_concurrency:.0%} of the best ({best:.1%})")))
-    kept = [pool.candidates[c.key] for c in kept if pool.candidates[c.key].stage == "kept"]
-    return sorted(kept, key=lambda c: model_order(c, pool.limits))
+
+    return Rules(costed=costed, built=built)
 
 
 def _launch_of(pool, c, k: int):
     """Kernel ``k``'s :class:`~polygpu.search.candidate.LaunchCost` in ``c`` (None for a
     device-steps program, whose one launch runs every kernel)."""
-    program = pool.programs.get(c.key)
-    if program is None or c.variant.device_steps or k >= len(program.launches):
+    if c.variant.device_steps:
         return None
-    name = program.launches[k].kernel
+    program = pool.programs.get(c.key)
+    if program is not None:
+        if k >= len(program.launches):
+            return None
+        name = program.launches[k].kernel
+    else:  # costed only: the launches are named as codegen/cuda.py names them
+        name = next((x.kernel for x in c.launches if x.kernel.endswith(f"_kernel{k}")),
+                    None)
     return next((x for x in c.launches if x.kernel == name), None)

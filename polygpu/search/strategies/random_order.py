@@ -1,13 +1,14 @@
 """``random``: every distinct variant that compiles, in an order drawn from the seed
-(with ``--budget``, a seeded random sample)."""
+(with ``--budget``, a seeded random sample: only the sample is compiled)."""
 
 from __future__ import annotations
 
 import random
 
+from polygpu.search.strategies.exhaustive import walk
 
-def select(pool, options) -> list:
-    pool.build(pool.at("kept"))
-    kept = pool.at("kept")
-    random.Random(options.seed).shuffle(kept)
-    return kept
+
+def select(pool, options):
+    keys = [c.key for c in pool.at("unexplored")]
+    random.Random(options.seed).shuffle(keys)
+    return walk(pool, keys)

@@ -1,0 +1,337 @@
+"""The lazy, bounded order of a search: which variants are costed, compiled and timed,
+and when.
+
+A variant goes through three steps of very different prices before it is timed (symm
+at PolyBench's EXTRALARGE sizes, one CPU core):
+
+* **costed** (:meth:`~polygpu.search.tuner.Session.sketch`): tiled, placed and priced by
+  the model without generating code (:func:`polygpu.search.plan_model.sketch`):
+  traffic, operand loads, grids, registers guessed from the points per thread;
+  0.1-0.5 s;
+* **built** (:meth:`~polygpu.search.pool.Pool.build`): its CUDA generated (isl's AST of
+  every kernel body: 0.3-20 s) and compiled by the resource oracle (ptxas: ~0.7 s), which
+  tells its registers, spills and concurrency;
+* **timed**: its reference-check twin generated (as long again), then checked and timed
+  on the device.
+
+Costing the whole space (1632 variants for symm) took longer than a budget of 8 timings
+was worth, and building it all took over two hours of CPU.  :class:`Explorer` therefore
+walks a list of variants lazily, in the model's order, and never further than the budget
+can use:
+
+1. **best first**: the variants are costed in batches, nearest the cheapest costed ones
+   first.  An uncosted variant is expected to cost what its nearest costed neighbour
+   costs, times :data:`NEARBY` per step of :func:`distance` between them (a tile twice
+   as wide, a block twice as many threads, shared memory on or off...), counting only
+   neighbours the traffic and spill rules kept; the batch is the variants with the
+   lowest expectation, taken from each scheduler candidate in turn (the model compares
+   programs of different candidates least well, and the walk must not spend itself on
+   one).  The first
+   anchors are the plans the model's default chose among
+   (:func:`polygpu.search.plan_model.choose`), so the walk starts from the default and
+   moves to where the model prices lower.  The walk costs :data:`COSTED_PER_TIMED`
+   variants per candidate the budget can still time (a reused measurement, which the
+   budget does not count, lets it cost as many more), and no more;
+2. the costed variants go through the pruning rules that need no compiler (the traffic
+   bound), and the survivors are **built in the model's order**
+   (:func:`~polygpu.search.cost.model_order`), never more than :data:`LOOKAHEAD` ahead
+   of the timing and at most :data:`BUILT_PER_TIMED` per candidate the budget can time
+   (plus the look-ahead; a candidate whose code turns out to be another's is not
+   counted, the costing allowance bounds those);
+3. the built ones go through the rules that need ptxas (spills, threads, concurrency),
+   and the cheapest of the built survivors, by the model with ptxas' registers, is timed
+   next.
+
+Every rule is applied to what was actually considered: the traffic floor is the fewest
+bytes among the costed variants, the best concurrency the best among the built ones.
+Without a budget every variant is costed, built and timed, as the paper's search does.
+The strategy gives the rules (:class:`Rules`); the explorer only orders and bounds.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from polygpu.schedule.variant import Variant
+from polygpu.search.candidate import Candidate
+from polygpu.search.cost import model_order, predicted_cost
+
+# candidates built (code generated, ptxas run) ahead of the one timed next: enough to
+# reorder by ptxas' registers and to keep a few compiles in parallel
+LOOKAHEAD = 4
+# variants costed per candidate the budget can still time: the model's order is taken
+# among these (a budget of 8, 2 of them for the plans, costs 48 variants of the space)
+COSTED_PER_TIMED = 8
+# candidates built per candidate the budget can time, beyond the look-ahead: the rules
+# that need ptxas (spills, threads, concurrency) prune some after their build, and some
+# turn out to generate another's code (trisolv: 11 of 18 built at n = 4000)
+BUILT_PER_TIMED = 3
+# an uncosted variant is expected to cost this many times its nearest costed
+# neighbour per step of distance()
+NEARBY = 1.5
+COST_BATCH = 8  # variants costed at once (in parallel)
+
+# steps of distance() per field that differs (tiles and threads: per factor of 2)
+_FIELD_STEPS = {"jam": 1.0, "shared": 1.0, "blocked": 1.0, "chunk": 0.5, "prefetch": 0.5,
+                "time_tile": 1.0, "unroll": 0.5}
+_CANDIDATE_STEPS = 3.0  # another scheduler candidate: another program altogether
+_DEVICE_STEPS = 2.0
+
+
+def _log2(x: int) -> float:
+    return math.log2(max(x, 1))
+
+
+def _features(v: Variant) -> tuple:
+    """What :func:`distance` compares of one kernel's merged variant."""
+    points = tuple(t // h for t, h in zip(v.tile, v.threads, strict=True))
+    return (v.candidate, v.device_steps, tuple(_log2(t) for t in v.threads),
+            tuple(_log2(p) for p in points),
+            tuple(getattr(v, name) for name in _FIELD_STEPS))
+
+
+def _kernel_distance(a: tuple, b: tuple) -> float:
+    d = 0.0
+    if a[0] != b[0]:
+        d += _CANDIDATE_STEPS
+    if a[1] != b[1]:
+        d += _DEVICE_STEPS
+    # right-aligned (x last): threads, and points per thread along each dimension
+    n = min(len(a[2]), len(b[2]))
+    for x, y in ((a[2], b[2]), (a[3], b[3])):
+        d += sum(abs(p - q) for p, q in zip(x[len(x) - n:], y[len(y) - n:], strict=True))
+    d += abs(len(a[2]) - len(b[2])) * 2
+    for (name, steps), p, q in zip(_FIELD_STEPS.items(), a[4], b[4], strict=True):
+        if p != q:
+            d += steps * (abs(_log2(p) - _log2(q)) if name in ("time_tile", "unroll")
+                          and p and q else 1.0)
+    return d
+
+
+def _profile(v: Variant) -> tuple[tuple, dict[int, tuple]]:
+    """The program-wide fields' features and each overriding kernel's."""
+    return _features(v.for_kernel(-1)), {k: _features(v.for_kernel(k)) for k, _ in v.kernels}
+
+
+def _profile_distance(a: tuple[tuple, dict], b: tuple[tuple, dict]) -> float:
+    d = _kernel_distance(a[0], b[0])
+    for k in a[1].keys() | b[1].keys():
+        d = max(d, _kernel_distance(a[1].get(k, a[0]), b[1].get(k, b[0])))
+    return d
+
+
+def distance(a: Variant, b: Variant) -> float:
+    """Steps between two variants: per kernel (its merged variant, per-kernel overrides
+    included) the log2 ratios of threads and of points per thread along each
+    dimension, :data:`_CANDIDATE_STEPS` for another scheduler candidate, and a step or so
+    per other field that differs (:data:`_FIELD_STEPS`); the largest over the kernels.
+    Only an order of exploration: near variants are expected to cost alike."""
+    return _profile_distance(_profile(a), _profile(b))
+
+
+@dataclass
+class Rules:
+    """What a strategy prunes, applied by the explorer to what it has considered.
+    ``costed(explorer)`` after each batch of costing (rules without a compiler: the
+    traffic bound); ``built(explorer)`` after each build (ptxas' rules) and before each
+    pick; both set pruned candidates' stages in the pool.  ``order`` sorts what to build
+    and to time (default: :func:`~polygpu.search.cost.model_order`).  ``seed`` says
+    whether a costed candidate's neighbourhood is worth costing (default: unless the
+    traffic or spill rule pruned it; an anchor outside the rules, such as a plan, may
+    need the strategy's own test)."""
+
+    costed: Callable[[Explorer], None] = lambda _e: None
+    built: Callable[[Explorer], None] = lambda _e: None
+    order: Callable[[Candidate], tuple] | None = None
+    seed: Callable[[Candidate], bool] | None = None
+
+
+class Explorer:
+    """Walks ``variants`` lazily in the model's order (see the module docstring):
+    iterating yields candidates to time, built and past the rules, one at a time.
+    ``anchors``: candidates already costed (the plans, the incumbent) from which the
+    exploration starts.  ``left()`` tells how many more this walk may time (None: no
+    limit, and then everything is costed and built at once, as the paper's search
+    does); it is read again after each candidate yielded, so timing one (or finding it
+    in the database, which does not count) moves the bounds."""
+
+    def __init__(self, pool, variants: Sequence[Variant], anchors: Sequence[Candidate],
+                 rules: Rules, left: Callable[[], int | None]):
+        self.pool, self.rules, self.left = pool, rules, left
+        self.variants: dict[str, Variant] = {}
+        for v in variants:
+            self.variants.setdefault(pool.key_of(v), v)
+        self.index = {k: i for i, k in enumerate(self.variants)}
+        # considered: every candidate of this walk that was costed (anchors first)
+        self.considered: dict[str, None] = dict.fromkeys(a.key for a in anchors)
+        self.uncosted: list[str] = []
+        for k in self.variants:
+            c = pool.candidates.get(k)
+            if c is None or c.stage == "unexplored":
+                self.uncosted.append(k)
+            else:  # costed before (a plan, an earlier sweep): part of this walk too
+                self.considered.setdefault(k)
+        self.profiles = [_profile(v) for v in self.variants.values()]
+        self.rows: dict[str, np.ndarray] = {}  # costed key -> distance to each variant
+        self.costed = 0  # variants this walk costed
+        self.built = 0  # candidates this walk built
+        start = left()
+        self.unlimited = start is None
+        self.allowance = 0 if start is None else max(1, start)
+
+    # -- what the walk has seen ------------------------------------------------------
+
+    def candidates(self, *stages: str) -> list[Candidate]:
+        """The considered candidates (anchors included) at one of ``stages`` (all when
+        none is given), in the order they were considered."""
+        found = [self.pool.candidates[k] for k in self.considered]
+        return [c for c in found if not stages or c.stage in stages]
+
+    @staticmethod
+    def is_built(c: Candidate) -> bool:
+        """Whether the oracle has told ``c``'s registers (its code exists)."""
+        return c.registers is not None
+
+    def order(self, c: Candidate) -> tuple:
+        """The sort key of what to build and to time."""
+        key = self.rules.order
+        return key(c) if key is not None else model_order(c, self.pool.limits)
+
+    def waiting(self) -> list[Candidate]:
+        """Costed variants of the walk past the rules so far, not built yet, in
+        :meth:`order` (anchors only seed the walk: they are never yielded)."""
+        return sorted((c for c in self.candidates("kept") if not self.is_built(c)
+                       and c.key in self.variants), key=self.order)
+
+    def window(self) -> list[Candidate]:
+        """Built variants of the walk past every rule, not measured yet."""
+        return [c for c in self.candidates("kept") if self.is_built(c)
+                and c.key in self.variants]
+
+    # -- costing ---------------------------------------------------------------------
+
+    def _row(self, c: Candidate) -> np.ndarray:
+        """:func:`distance` from ``c`` to each variant of the walk (kept for later)."""
+        row = self.rows.get(c.key)
+        if row is None:
+            mine = _profile(c.variant)
+            row = np.array([_profile_distance(mine, p) for p in self.profiles])
+            self.rows[c.key] = row
+        return row
+
+    def expected(self) -> dict[str, float]:
+        """Each uncosted variant's expected cost: the least over the costed candidates
+        that passed the traffic and spill rules (a pruned one says its neighbourhood
+        moves too much data) of their predicted cost times :data:`NEARBY` per step of
+        :func:`distance`; infinite with none."""
+        if not self.uncosted:
+            return {}
+        columns = np.array([self.index[k] for k in self.uncosted])
+        best = np.full(len(columns), math.inf)
+        for c in self.candidates():
+            if c.traffic_bytes is None or c.stage in (
+                    "invalid", "duplicate", "unexplored", "pruned-traffic", "pruned-spills"):
+                continue
+            if self.rules.seed is not None and not self.rules.seed(c):
+                continue
+            cost = predicted_cost(c, self.pool.limits)
+            best = np.minimum(best, cost * NEARBY ** self._row(c)[columns])
+        return dict(zip(self.uncosted, best.tolist(), strict=True))
+
+    def may_cost(self) -> int | None:
+        """Variants this walk may still cost (None: every one)."""
+        if self.unlimited:
+            return None
+        return max(0, COSTED_PER_TIMED * self.allowance - self.costed)
+
+    def may_build(self) -> int | None:
+        """Candidates this walk may still build (None: every one)."""
+        if self.unlimited:
+            return None
+        return max(0, BUILT_PER_TIMED * self.allowance + LOOKAHEAD - self.built)
+
+    def cost(self, size: int) -> int:
+        """Costs up to ``size`` uncosted variants (within the allowance), the lowest
+        expectation first (space order among equals) of each scheduler candidate (and
+        host or device steps) in turn; how many it costed."""
+        may = self.may_cost()
+        if may is not None:
+            size = min(size, may)
+        if not self.uncosted or size <= 0:
+            return 0
+        expected = self.expected()
+        groups: dict[tuple, list[str]] = {}
+        for k in self.uncosted:
+            v = self.variants[k]
+            groups.setdefault((v.candidate, v.device_steps), []).append(k)
+        ranked = [heapq.nsmallest(size, g, key=lambda k: (expected[k], self.index[k]))
+                  for g in groups.values()]
+        # round robin: the best of each group, best first, then the second of each...
+        batch = [k for turn in range(size) for k in sorted(
+            (r[turn] for r in ranked if turn < len(r)),
+            key=lambda k: (expected[k], self.index[k]))][:size]
+        chosen = set(batch)
+        self.uncosted = [k for k in self.uncosted if k not in chosen]
+        found = self.pool.sketch([self.variants[k] for k in batch])
+        self.costed += len(batch)
+        for c in found:
+            self.considered.setdefault(c.key)
+        return len(batch)
+
+    def _cost_ahead(self) -> None:
+        """Cost what the allowance leaves, a batch at a time (best first: each batch's
+        expectations come from the ones costed before), the rules applied after each."""
+        if self.unlimited:
+            self.cost(len(self.uncosted))
+        while self.uncosted and self.may_cost():
+            self.rules.costed(self)
+            self.cost(COST_BATCH)
+        self.rules.costed(self)
+
+    # -- building --------------------------------------------------------------------
+
+    def build(self, batch: list[Candidate], rules: bool = True) -> None:
+        """``batch`` built (code, then the oracle), and the rules applied (unless
+        ``rules`` is false: a rule that builds what it needs to decide)."""
+        self.pool.build(batch)
+        # a duplicate (another's code) costs its code generation only, and costing
+        # bounds those: not counted
+        self.built += sum(1 for c in batch if self.pool.candidates[c.key].stage != "duplicate")
+        if rules:
+            self.rules.built(self)
+
+    # -- the walk --------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Candidate]:
+        while True:
+            left = self.left()
+            if left == 0:
+                return
+            want = len(self.variants) + len(self.considered) if self.unlimited \
+                else min(LOOKAHEAD, left)
+            self._cost_ahead()
+            window = self.window()
+            while len(window) < want:
+                may = self.may_build()
+                size = want - len(window) if may is None else min(want - len(window), may)
+                queue = self.waiting()
+                if not queue or size <= 0:
+                    break
+                self.build(queue[:size])
+                self.rules.costed(self)  # a least-traffic variant that spilled moves the bound
+                window = self.window()
+            if not window:
+                return
+            self.rules.built(self)  # the best concurrency may have grown
+            window = self.window()
+            if not window:
+                continue
+            c = min(window, key=self.order)
+            yield c
+            if self.pool.candidates[c.key].stage in ("reused", "kernel-reused"):
+                self.allowance += 1  # not counted against the budget: look as far again

@@ -1,0 +1,187 @@
+"""The search at PolyBench's EXTRALARGE sizes without a GPU: the model's default plan is
+timed first and the result is never worse than it, and the search costs, compiles and
+checks only a bounded number of candidates beyond the budget.
+
+Times come from :class:`~polygpu.search.runner.SyntheticRunner` (a formula, nothing
+runs), registers from :class:`~polygpu.search.resources.FixedResources` (no nvcc), so
+what these searches do besides timing is real: the model's plans, costing, code
+generation at the full sizes."""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from polygpu.schedule.variant import Variant
+from polygpu.search import explore, plan_model, tuner
+from polygpu.search.explore import distance
+from polygpu.search.measurement import canonical
+from polygpu.search.resources import FixedResources
+from polygpu.search.runner import SyntheticRunner
+from polygpu.search.strategies import model
+from polygpu.search.tuner import TuneOptions, tune
+
+ROOT = Path(__file__).resolve().parent.parent
+ATAX = str(ROOT / "kernels" / "polybench" / "atax.c")
+EXTRALARGE = {"m": 1900, "n": 2100}  # PolyBench/C 4.2.1, as PPCG was timed
+
+
+@pytest.fixture(scope="module")
+def plan() -> Variant:
+    """The default plan at these sizes (what ``compile -p`` compiles), as the search
+    specializes it."""
+    chosen = plan_model.choose(tuner._prepared(ATAX, None, (), ()), EXTRALARGE).variant
+    return replace(chosen, specialize=True)
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """Variants through each compile mode (sketch, program, check), counted."""
+    calls: collections.Counter[str] = collections.Counter()
+    real = tuner._compile_all
+
+    def counting(spec, function, options, variants, params, mode="program"):
+        calls[mode] += len(variants)
+        return real(spec, function, options, variants, params, mode)
+
+    monkeypatch.setattr(tuner, "_compile_all", counting)
+    return calls
+
+
+def _search(runner, strategy="model", budget=6, oracle=None):
+    return tune(ATAX, EXTRALARGE, runner, options=TuneOptions(
+        strategy=strategy, budget=budget, jobs=1), oracle=oracle or FixedResources())
+
+
+def _slower_than(fast: str):
+    """Launch times under which the program ``fast`` is the fastest of all (every
+    launch of another at least three times slower)."""
+    def launch_ms(job, k):
+        return 1.0 if job.key == fast else 3.0 * SyntheticRunner._default(job, k)
+    return launch_ms
+
+
+@pytest.mark.parametrize("strategy", ["model", "per-kernel"])
+def test_the_default_plan_is_timed_first_and_never_beaten_by_a_slower_one(plan, strategy):
+    key = canonical(plan.to_json())
+    runner = SyntheticRunner(_slower_than(key))
+    result = _search(runner, strategy)
+    assert runner.calls[0] == key  # the model's default plan is the first measurement
+    assert result.best is not None and result.best.key == key  # nothing beat it
+    first = next(c for c in result.candidates if c.key == key)
+    assert first.origin == "plan" and first.stage == "timed"
+    # and the search did look further than the plan
+    assert len(set(runner.calls)) > 2
+
+
+@pytest.mark.parametrize("strategy", ["model", "per-kernel"])
+def test_a_faster_variant_found_by_the_search_wins(plan, strategy):
+    key = canonical(plan.to_json())
+
+    def launch_ms(job, k):  # the plan is the slowest program the search can see
+        return 10.0 if job.key == key else SyntheticRunner._default(job, k)
+
+    runner = SyntheticRunner(launch_ms)
+    result = _search(runner, strategy)
+    assert runner.calls[0] == key
+    plan_ms = next(c for c in result.candidates if c.key == key).measurement.time_ms
+    assert result.best.key != key and result.best.measurement.time_ms < plan_ms
+
+
+def test_per_kernel_keeps_the_plan_when_the_combination_is_slower(plan):
+    """The kernels' own launch times favour other variants, but every program other
+    than the plan pays a fixed extra (what per-launch times cannot see): the
+    combination, measured as a whole, is slower than the plan, which stays the
+    result."""
+    key = canonical(plan.to_json())
+
+    class Runner(SyntheticRunner):
+        def measure(self, job):
+            m = super().measure(job)
+            if job.key == key:
+                return m
+            total = m.time_ms + 100.0  # the whole costs more than its launches say
+            return replace(m, time_ms=total, times_ms=(total,))
+
+    runner = Runner()
+    result = _search(runner, "per-kernel", budget=8)
+    assert runner.calls[0] == key and len(set(runner.calls)) > 2
+    assert result.chosen == key and result.best.key == key
+
+
+@pytest.mark.parametrize("budget", [3, 8])
+def test_the_search_compiles_a_bounded_number_beyond_the_budget(counted, budget):
+    oracle = FixedResources()
+    runner = SyntheticRunner()
+    result = _search(runner, "model", budget, oracle)
+    plans = model.PLANS
+    assert len(runner.calls) == budget
+    space = sum(1 for c in result.candidates if c.origin != "plan")
+    assert space > 400  # the space is large ...
+    # ... but only a few of it is costed, built and checked
+    walk = budget - plans
+    assert counted["sketch"] <= explore.COSTED_PER_TIMED * walk + plan_model_plans()
+    # code generated: at most what was costed; not counting the candidates whose code
+    # was another's (duplicates, which no ptxas run follows), a few per timed one
+    duplicates = sum(1 for c in result.candidates if c.stage == "duplicate")
+    assert counted["program"] <= counted["sketch"]
+    assert counted["program"] - duplicates <= \
+        explore.BUILT_PER_TIMED * walk + explore.LOOKAHEAD + plans
+    assert sum(oracle.calls) <= counted["program"]  # ptxas: only what was generated
+    assert counted["check"] == budget  # a check program only for what is timed
+    assert result.work == {"costed": counted["sketch"], "generated": counted["program"],
+                           "checks": counted["check"]}
+    never = [c for c in result.candidates if c.stage == "budget" and c.traffic_bytes is None]
+    assert len(never) > space // 2 and all("not costed" in c.reason for c in never)
+
+
+def plan_model_plans() -> int:
+    """How many plans the default ranks for atax at these sizes (all are costed)."""
+    return len(plan_model.plan_variants(tuner._prepared(ATAX, None, (), ()), EXTRALARGE))
+
+
+def test_per_kernel_sweeps_are_bounded_too(counted):
+    runner = SyntheticRunner()
+    result = _search(runner, "per-kernel", 6)
+    assert len(runner.calls) <= 6
+    sweeps = sum(1 for c in result.candidates if c.origin != "plan")
+    assert counted["sketch"] < sweeps // 2
+    duplicates = sum(1 for c in result.candidates if c.stage == "duplicate")
+    assert counted["program"] - duplicates <= \
+        explore.BUILT_PER_TIMED * 6 + 3 * explore.LOOKAHEAD + 1
+    assert counted["check"] == len(set(runner.calls))
+
+
+def test_distance_counts_steps():
+    a = Variant(candidate=0, tile=(32, 32), threads=(8, 32))
+    assert distance(a, a) == 0
+    assert distance(a, replace(a, tile=(64, 32))) == 1  # twice the points along y
+    assert distance(a, replace(a, tile=(64, 32), threads=(16, 32))) == 1  # twice the threads
+    assert distance(a, replace(a, shared=False)) == 1
+    assert distance(a, replace(a, candidate=1)) == 3
+    # per-kernel overrides: the kernel that differs decides
+    b = a.with_kernel(1, replace(a, tile=(128, 32)))
+    assert distance(a, b) == 2 and distance(b, b) == 0
+
+
+def test_one_compile_child_serves_every_batch():
+    """A lazy search sends many small batches; one ``--compile-serve`` child prepares
+    the region once and compiles them all, with the results compiled here."""
+    mv = str(ROOT / "kernels" / "mv.c")
+    tasks = [(mv, None, (), (), canonical(Variant(tile=(t,), threads=(t,)).to_json()),
+              {"n": 64}, {"n": 64}, mode) for t in (32, 64) for mode in tuner.MODES]
+    service = tuner._CompileService(2)
+    try:
+        first, second = service.map(tasks[:3]), service.map(tasks[3:])
+        process = service.process
+        assert process is not None and not service.broken
+    finally:
+        service.close()
+    assert process.returncode == 0  # closed cleanly: its workers' CPU is counted
+    here = [tuner._compile_one(*task) for task in tasks]
+    assert [sorted(r) for r in first + second] == [sorted(r) for r in here]
+    assert [r.get("program") for r in first + second] == [r.get("program") for r in here]
+    assert [r.get("traffic") for r in first + second] == [r.get("traffic") for r in here]
