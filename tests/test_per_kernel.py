@@ -32,6 +32,7 @@ from polygpu.search.resources import FixedResources
 from polygpu.search.runner import ReplayRunner, run_job
 from polygpu.search.space import SpaceOptions
 from polygpu.search.tuner import TuneOptions, tune
+from tests.compile_cache import cached_compile_all
 
 ROOT = Path(__file__).resolve().parent.parent
 ATAX = str(ROOT / "kernels" / "polybench" / "atax.c")
@@ -56,18 +57,7 @@ def _cache(tmp_path_factory):
 def compile_once():
     """Each variant compiled once for the module (the searches differ in what they do
     with the programs, not in the programs)."""
-    real, done = tuner._compile_all, {}
-
-    def cached(spec, function, options, variants, params, mode="program"):
-        keys = [(spec, function, canonical(v.to_json()), tuple(sorted(params.items())),
-                 repr(options.check_params), options.defines, options.include_dirs, mode)
-                for v in variants]
-        missing = {k: v for k, v in zip(keys, variants, strict=True) if k not in done}
-        if missing:
-            found = real(spec, function, options, list(missing.values()), params, mode)
-            done.update(zip(missing, found, strict=True))
-        return [done[k] for k in keys]
-
+    cached = cached_compile_all()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tuner, "_compile_all", cached)
         yield

@@ -26,7 +26,7 @@ from polygpu.cli import main
 from polygpu.schedule.variant import Variant
 from polygpu.search import resources, tuner
 from polygpu.search.database import TuningDatabase
-from polygpu.search.measurement import Environment, Measurement, canonical
+from polygpu.search.measurement import Environment, Measurement
 from polygpu.search.occupancy import SM_90, Resources
 from polygpu.search.resources import FixedResources
 from polygpu.search.runner import ReplayRunner
@@ -42,6 +42,7 @@ from polygpu.search.tuner import (
     register_limited_threads,
     tune,
 )
+from tests.compile_cache import cached_compile_all
 
 ROOT = Path(__file__).resolve().parent.parent
 MV = str(ROOT / "kernels" / "mv.c")
@@ -66,18 +67,7 @@ def compile_once():
     """Each variant compiled (isl, code generation, traffic) once for the whole module:
     the searches here differ in what they do with the compiled space, not in the space,
     and the compile is most of their time.  The first search compiles for real."""
-    real, done = tuner._compile_all, {}
-
-    def cached(spec, function, options, variants, params, mode="program"):
-        keys = [(spec, function, canonical(v.to_json()), tuple(sorted(params.items())),
-                 repr(options.check_params), options.defines, options.include_dirs, mode)
-                for v in variants]
-        missing = {k: v for k, v in zip(keys, variants, strict=True) if k not in done}
-        if missing:
-            found = real(spec, function, options, list(missing.values()), params, mode)
-            done.update(zip(missing, found, strict=True))
-        return [done[k] for k in keys]
-
+    cached = cached_compile_all()
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tuner, "_compile_all", cached)
         yield
