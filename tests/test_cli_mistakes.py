@@ -80,7 +80,7 @@ def test_bad_seed_is_a_usage_error(seed):
 
 @pytest.mark.parametrize("option, value", [
     ("--budget", "0"), ("--budget", "-1"), ("--jobs", "0"), ("--repeats", "0"),
-    ("--timeout", "0"), ("--seed", "-1"), ("--traffic-slack", "-5"),
+    ("--timeout", "0"), ("--seed", "-1"), ("--traffic-slack", "-5"), ("--time-budget", "-1"),
 ])
 def test_bad_tune_numbers_are_usage_errors(tmp_path, option, value):
     line = usage_error(polygpu("tune", "kernels/mv.c", "-p", "n=64", "-o",

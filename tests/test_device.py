@@ -30,7 +30,7 @@ from polygpu.codegen.program import Argument, KernelProgram, Launch, Specializat
 from polygpu.frontend import load
 from polygpu.runtime import inputs
 from polygpu.runtime.check import check_program, judge_outputs
-from polygpu.runtime.device import CpuEmulator, GpuDevice, get_device, launch_plan
+from polygpu.runtime.device import CpuEmulator, GpuDevice, RunBudget, get_device, launch_plan
 from polygpu.runtime.grid import LaunchError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,6 +177,7 @@ class FakeDriver:
     def __init__(self, free: int = 1 << 40, devices: int = 2):
         self.log: list[tuple] = []
         self.free = free
+        self.run_ms = 1.0  # what every pair of events measures
         self.stack: list[int] = []
         self._next = 0x10000
         driver = self
@@ -218,7 +219,7 @@ class FakeDriver:
                 pass
 
             def time_since(self, other):
-                return 1.0
+                return driver.run_ms
 
         self.Device, self.Context, self.Event = Device, Context, Event
 
@@ -370,6 +371,55 @@ class FakeDeviceArray:
         self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr,
                                          "strides": None, "data": (pointer, False),
                                          "version": 3}
+
+
+def test_run_budget_counts():
+    """Warm-ups stop at a quarter of the budget (the first always runs), timed runs at
+    all of it after at least three; without a budget, exactly what was asked."""
+    def runs(budget: RunBudget, ms: float) -> tuple[int, int]:
+        warm, timed = [], []
+        while budget.more_warmups(warm):
+            warm.append(ms)
+        while budget.more_timed(timed):
+            timed.append(ms)
+        return len(warm), len(timed)
+
+    assert runs(RunBudget(20, 3), 5000.0) == (3, 20)
+    assert runs(RunBudget(20, 3, 2000.0), 1.0) == (3, 20)
+    assert runs(RunBudget(20, 3, 2000.0), 400.0) == (2, 5)  # 800 >= 500; 5 x 400 = 2000
+    assert runs(RunBudget(20, 3, 2000.0), 5000.0) == (1, 3)
+    assert runs(RunBudget(2, 0, 1.0), 5000.0) == (0, 2)  # never more than asked
+
+
+@pytest.mark.parametrize("by_launch", [False, True])
+def test_fake_gpu_timing_stops_at_the_budget(by_launch):
+    """A slow run (400 ms a run, by the fake's events) is timed 5 times after 2 warm-ups
+    under a 2 s budget, instead of 20 after 3; every run launches the whole plan."""
+    spec = str(KERNELS / "jacobi1d_steps.c")
+    params = {"tsteps": 3, "n": 37}
+    driver, device = fake_gpu()
+    program = optimize(spec, backend=device).program
+    per_run = len(program.steps(params))
+    _, values = random_inputs(spec, None, params)
+    driver.run_ms = 400.0
+    time = device.time_launches if by_launch else device.time
+    got = time(program, [values], 20, 3, budget_ms=2000.0)
+    timed = got.times_ms if by_launch else got
+    assert list(timed) == [400.0] * 5
+    assert len(launches(driver)) == (2 + 5) * per_run
+    driver.log.clear()
+    got = time(program, [values], 20, 3)
+    assert len(got.times_ms if by_launch else got) == 20
+    assert len(launches(driver)) == 23 * per_run
+
+
+def test_emulator_timing_stops_at_the_budget():
+    spec = str(KERNELS / "mv.c")
+    program = optimize(spec).program
+    _, values = random_inputs(spec, None, {"n": 37})
+    assert len(CpuEmulator().time(program, [values], 50, 0, budget_ms=1e-9)) == 3
+    timed = CpuEmulator().time_launches(program, [values], 4, 1, budget_ms=1e9)
+    assert len(timed.times_ms) == 4 and len(timed.launch_ms) == 4
 
 
 def test_fake_gpu_device_arrays_in_place_and_aliasing():

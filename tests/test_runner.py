@@ -7,6 +7,7 @@ the statuses and the rotation count tested here.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import importlib.util
 import shutil
@@ -124,6 +125,26 @@ def test_cpu_rotation_copies_buffers(job):
     m = ProcessRunner("cpu", timeout_s=30, repeats=2, warmup=0, l2_bytes=64 * 1024).measure(job)
     assert m.status == "ok", m.reason
     assert m.extra["bytes"] == 15372 and m.extra["rotations"] == 9
+    assert m.extra["timed_runs"] == 2 == len(m.times_ms)
+
+
+def test_tune_cli_time_budget():
+    """``--time-budget`` reaches the runner: the default, a given one, 0 for none."""
+    from polygpu.cli import tune as tune_cli
+    from polygpu.search.runner import DEFAULT_BUDGET_MS
+
+    for argv, expected in (([], DEFAULT_BUDGET_MS), (["--time-budget", "500"], 500.0),
+                           (["--time-budget", "0"], None)):
+        args = argparse.Namespace(replay=None, backend="cpu", timeout=30.0, repeats=None,
+                                  time_budget=float(argv[1]) if argv else None)
+        assert tune_cli._runner(args).budget_ms == expected, argv
+
+
+def test_runner_budget_cuts_repeats(job):
+    """A budget the first runs already exceed leaves three timed runs of the asked ten."""
+    m = ProcessRunner("cpu", timeout_s=30, repeats=10, warmup=0, budget_ms=1e-6).measure(job)
+    assert m.status == "ok", m.reason
+    assert m.extra["timed_runs"] == 3 == len(m.times_ms) and m.extra["budget_ms"] == 1e-6
 
 
 def test_rotations():
@@ -224,6 +245,7 @@ def test_an_inconclusive_check_is_an_error_not_a_wrong_candidate(job, monkeypatc
     # inputs too ill-conditioned to tell a wrong result from rounding: not timed, but
     # not "wrong" either (which says polygpu computed something else)
     from polygpu.runtime import check
+    from polygpu.runtime.device import RunBudget
     from polygpu.search.runner import _run_job
 
     verdict = check.CheckResult(
@@ -231,10 +253,10 @@ def test_an_inconclusive_check_is_an_error_not_a_wrong_candidate(job, monkeypatc
         message="mv at n=37: INCONCLUSIVE: inputs too ill-conditioned for a meaningful "
         "check\n  x[3] ...", inconclusive=True)
     monkeypatch.setattr(check, "check_program", lambda *a, **k: verdict)
-    m = _run_job(job, "cpu", 1, 0, 0, {"extra": {}})
+    m = _run_job(job, "cpu", RunBudget(1, 0), 0, {"extra": {}})
     assert m.status == "error" and m.time_ms is None and m.extra["check_inconclusive"]
     assert m.check.endswith("INCONCLUSIVE: inputs too ill-conditioned for a meaningful check")
     wrong = dataclasses.replace(verdict, inconclusive=False, message="mv at n=37: WRONG")
     monkeypatch.setattr(check, "check_program", lambda *a, **k: wrong)
-    m = _run_job(job, "cpu", 1, 0, 0, {"extra": {}})
+    m = _run_job(job, "cpu", RunBudget(1, 0), 0, {"extra": {}})
     assert m.status == "wrong" and not m.extra["check_inconclusive"]

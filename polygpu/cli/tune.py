@@ -77,6 +77,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="seconds one candidate may take, check and timing (default 120)")
     p.add_argument("--repeats", type=count_value(1), metavar="N", help="timed runs per candidate "
                    "(default 20 on the GPU)")
+    p.add_argument("--time-budget", type=nonnegative_float, default=None, metavar="MS",
+                   help="milliseconds of timed runs per candidate after which fewer than "
+                   "--repeats are taken, at least 3 (default 2000; 0: always --repeats)")
     p.add_argument("--seed", type=seed_value, default=0,
                    help="random strategy and inputs (0 to 2**32-1)")
     p.add_argument("--jobs", type=count_value(1), metavar="N",
@@ -89,11 +92,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def _runner(args):
-    from polygpu.search.runner import ProcessRunner, ReplayRunner
+    from polygpu.search.runner import DEFAULT_BUDGET_MS, ProcessRunner, ReplayRunner
 
     if args.replay:
         return _replay_runner(ReplayRunner, args.replay)
-    return ProcessRunner(args.backend, timeout_s=args.timeout, repeats=args.repeats)
+    budget = DEFAULT_BUDGET_MS if args.time_budget is None else (args.time_budget or None)
+    return ProcessRunner(args.backend, timeout_s=args.timeout, repeats=args.repeats,
+                         budget_ms=budget)
 
 
 def _replay_runner(cls, path: str):

@@ -24,6 +24,10 @@ A :class:`Device` (:class:`CpuEmulator` or :class:`GpuDevice`) does, for one cal
    synchronising and copying back the arrays the region writes;
 4. **time** runs (:meth:`Device.time`): several argument sets used in turn (the tuner's
    L2 rotation); CUDA events on the GPU, the wall clock on the emulator.
+   A ``budget_ms`` bounds a measurement's cost (:class:`RunBudget`): once the timed runs
+   add up to it, and at least three ran, the rest are skipped (warm-ups likewise stop
+   at a quarter of it), so a 200 ms host-stepped candidate costs the tuner seconds,
+   not 23 runs' worth.
    :meth:`Device.time_launches` also breaks each run down by launch (each entry of
    ``program.launches``, summed over its host steps): on the GPU one event before the
    first launch and one after each launch, so the launches' times add up to the run's;
@@ -62,7 +66,7 @@ from polygpu.runtime.compiler import CompileError
 
 __all__ = [
     "CpuEmulator", "Device", "GpuCall", "GpuDevice", "GpuUnavailableError", "LaunchTimes",
-    "Step", "device_source", "get_device", "launch_plan", "nvcc_options",
+    "RunBudget", "Step", "device_source", "get_device", "launch_plan", "nvcc_options",
 ]
 
 DEFAULT_SHARED_LIMIT = 48 * 1024  # more dynamic shared memory must be opted into
@@ -145,6 +149,34 @@ class LaunchTimes:
                      for k in range(len(self.launch_ms[0])))
 
 
+@dataclass(frozen=True)
+class RunBudget:
+    """How many warm-up and timed runs a measurement makes: ``warmup`` then ``repeats``,
+    cut short by ``budget_ms``.  Why: a run of a host-stepped plan at full size takes
+    0.1-2 s (LU at n = 4000: 8 000 launches), so the tuner's 3 + 20 runs cost up to a
+    minute per candidate; beyond a second of timed runs the median barely moves.  With a
+    budget, warm-ups stop once they add up to a quarter of it (the first always runs),
+    timed runs once they add up to all of it and at least ``MIN_TIMED`` ran (or
+    ``repeats``, if fewer).  ``budget_ms=None``: exactly ``warmup`` and ``repeats``."""
+
+    repeats: int
+    warmup: int
+    budget_ms: float | None = None
+
+    MIN_TIMED = 3
+
+    def more_warmups(self, done_ms: Sequence[float]) -> bool:
+        if len(done_ms) >= self.warmup:
+            return False
+        return self.budget_ms is None or not done_ms or sum(done_ms) < self.budget_ms / 4
+
+    def more_timed(self, done_ms: Sequence[float]) -> bool:
+        if len(done_ms) >= self.repeats:
+            return False
+        return (self.budget_ms is None or len(done_ms) < self.MIN_TIMED
+                or sum(done_ms) < self.budget_ms)
+
+
 # --------------------------------------------------------------------------------------
 # The interface
 # --------------------------------------------------------------------------------------
@@ -166,13 +198,14 @@ class Device(Protocol):
         any may be written), the only ones copied back and the ones aliasing refuses."""
 
     def time(self, program: KernelProgram, value_sets: Sequence[Mapping[str, object]],
-             repeats: int, warmup: int) -> list[float]:
+             repeats: int, warmup: int, budget_ms: float | None = None) -> list[float]:
         """Milliseconds of ``repeats`` runs after ``warmup`` untimed ones, run ``r`` on
-        ``value_sets[r % len(value_sets)]``."""
+        ``value_sets[r % len(value_sets)]``; fewer where ``budget_ms`` says so
+        (:class:`RunBudget`)."""
 
     def time_launches(self, program: KernelProgram,
                       value_sets: Sequence[Mapping[str, object]], repeats: int,
-                      warmup: int) -> LaunchTimes:
+                      warmup: int, budget_ms: float | None = None) -> LaunchTimes:
         """As :meth:`time`, with each run broken down by launch (:class:`LaunchTimes`)."""
 
 
@@ -220,41 +253,42 @@ class CpuEmulator:
         compiled.run(values, steps=[(s.index, s.host) for s in plan])
 
     def time(self, program: KernelProgram, value_sets: Sequence[Mapping[str, object]],
-             repeats: int, warmup: int) -> list[float]:
-        compiled = self.load(program)
-        steps = []
-        for values in value_sets:
-            _, plan = _bind(self.kind, program, values, None)
-            steps.append([(s.index, s.host) for s in plan])
-        k = len(value_sets)
-        for r in range(warmup):
-            compiled.run(value_sets[r % k], steps=steps[r % k])
-        times = []
-        for r in range(warmup, warmup + repeats):
-            t0 = time.perf_counter()
-            compiled.run(value_sets[r % k], steps=steps[r % k])
-            times.append((time.perf_counter() - t0) * 1e3)
-        return times
+             repeats: int, warmup: int, budget_ms: float | None = None) -> list[float]:
+        return list(self._timed(program, value_sets, RunBudget(repeats, warmup, budget_ms),
+                                by_launch=False).times_ms)
 
     def time_launches(self, program: KernelProgram,
                       value_sets: Sequence[Mapping[str, object]], repeats: int,
-                      warmup: int) -> LaunchTimes:
+                      warmup: int, budget_ms: float | None = None) -> LaunchTimes:
         """As :meth:`time`; each launch timed by the wall clock in the emulator's host
         code (``polygpu_run_timed``)."""
+        return self._timed(program, value_sets, RunBudget(repeats, warmup, budget_ms),
+                           by_launch=True)
+
+    def _timed(self, program: KernelProgram, value_sets: Sequence[Mapping[str, object]],
+               budget: RunBudget, by_launch: bool) -> LaunchTimes:
         compiled = self.load(program)
         steps = []
         for values in value_sets:
             _, plan = _bind(self.kind, program, values, None)
             steps.append([(s.index, s.host) for s in plan])
         k = len(value_sets)
-        for r in range(warmup):
-            compiled.run(value_sets[r % k], steps=steps[r % k])
-        times, launches = [], []
-        for r in range(warmup, warmup + repeats):
+        warm: list[float] = []
+        while budget.more_warmups(warm):
+            r = len(warm)
             t0 = time.perf_counter()
-            per_launch = compiled.run_timed(value_sets[r % k], steps=steps[r % k])
+            compiled.run(value_sets[r % k], steps=steps[r % k])
+            warm.append((time.perf_counter() - t0) * 1e3)
+        times: list[float] = []
+        launches = []
+        while budget.more_timed(times):
+            r = len(warm) + len(times)
+            t0 = time.perf_counter()
+            if by_launch:
+                launches.append(tuple(compiled.run_timed(value_sets[r % k], steps=steps[r % k])))
+            else:
+                compiled.run(value_sets[r % k], steps=steps[r % k])
             times.append((time.perf_counter() - t0) * 1e3)
-            launches.append(tuple(per_launch))
         return LaunchTimes(tuple(times), tuple(launches))
 
 
@@ -517,41 +551,48 @@ class GpuDevice:
             finally:
                 call.close()
 
-    def time_calls(self, calls: Sequence[GpuCall], repeats: int, warmup: int) -> list[float]:
+    def time_calls(self, calls: Sequence[GpuCall], repeats: int, warmup: int,
+                   budget_ms: float | None = None) -> list[float]:
         """CUDA events around each run's launches (not the copies), run ``r`` on
-        ``calls[r % len(calls)]``."""
+        ``calls[r % len(calls)]``; warm-ups are timed too, for the budget only."""
+        budget = RunBudget(repeats, warmup, budget_ms)
         k = len(calls)
         with self.active() as cuda:
-            for r in range(warmup):
-                calls[r % k].launch_all()
-            cuda.Context.synchronize()
             start, end = cuda.Event(), cuda.Event()
-            times = []
-            for r in range(warmup, warmup + repeats):
+
+            def one(r: int) -> float:
                 start.record()
                 calls[r % k].launch_all()
                 end.record()
                 end.synchronize()
-                times.append(end.time_since(start))
+                return end.time_since(start)
+
+            warm: list[float] = []
+            while budget.more_warmups(warm):
+                warm.append(one(len(warm)))
+            cuda.Context.synchronize()
+            times: list[float] = []
+            while budget.more_timed(times):
+                times.append(one(len(warm) + len(times)))
         return times
 
     def time(self, program: KernelProgram, value_sets: Sequence[Mapping[str, object]],
-             repeats: int, warmup: int) -> list[float]:
+             repeats: int, warmup: int, budget_ms: float | None = None) -> list[float]:
         """As :meth:`time_calls` on freshly prepared ``value_sets``; every NumPy array is
         left as the last run on it made it."""
-        return self._on_prepared(program, value_sets,
-                                 lambda calls: self.time_calls(calls, repeats, warmup))
+        return self._on_prepared(program, value_sets, lambda calls: self.time_calls(
+            calls, repeats, warmup, budget_ms))
 
     def time_launches(self, program: KernelProgram,
                       value_sets: Sequence[Mapping[str, object]], repeats: int,
-                      warmup: int) -> LaunchTimes:
+                      warmup: int, budget_ms: float | None = None) -> LaunchTimes:
         """As :meth:`time`, each run broken down by launch: an event before the first
         launch and one after every launch (host steps included), so a launch's time is
         the gap between its two events and the launches add up to the run.  The events
         between launches cost the GPU a little (what :meth:`time` avoids): ask for the
         breakdown only where it is used."""
-        return self._on_prepared(program, value_sets, lambda calls:
-                                 self.time_calls_by_launch(calls, repeats, warmup))
+        return self._on_prepared(program, value_sets, lambda calls: self.time_calls_by_launch(
+            calls, repeats, warmup, budget_ms))
 
     def _on_prepared(self, program: KernelProgram,
                      value_sets: Sequence[Mapping[str, object]], measure):
@@ -571,18 +612,26 @@ class GpuDevice:
                 call.close()
 
     def time_calls_by_launch(self, calls: Sequence[GpuCall], repeats: int,
-                             warmup: int) -> LaunchTimes:
+                             warmup: int, budget_ms: float | None = None) -> LaunchTimes:
         """:meth:`time_calls` with the breakdown of :meth:`time_launches`."""
+        budget = RunBudget(repeats, warmup, budget_ms)
         k = len(calls)
         n = len(calls[0].program.launches)
         with self.active() as cuda:
-            for r in range(warmup):
-                calls[r % k].launch_all()
+            start, end = cuda.Event(), cuda.Event()
+            warm: list[float] = []
+            while budget.more_warmups(warm):
+                start.record()
+                calls[len(warm) % k].launch_all()
+                end.record()
+                end.synchronize()
+                warm.append(end.time_since(start))
             cuda.Context.synchronize()
             marks = [cuda.Event() for _ in range(1 + max(len(c.launches) for c in calls))]
-            times, launches = [], []
-            for r in range(warmup, warmup + repeats):
-                call = calls[r % k]
+            times: list[float] = []
+            launches = []
+            while budget.more_timed(times):
+                call = calls[(len(warm) + len(times)) % k]
                 marks[0].record()
                 for i, (func, g, block, shared, args) in enumerate(call.launches):
                     func.prepared_async_call(g, block, None, *args, shared_size=shared)

@@ -15,7 +15,10 @@ In the child, a job is
    time, with nothing cached from another child: a wrong candidate (``wrong``) is never
    timed, so it can never win;
 3. timed at ``job.params`` on fresh random inputs.  GPU: CUDA events around all launches
-   of one run, ``warmup`` untimed runs then ``repeats`` timed ones, the median.  When the
+   of one run, ``warmup`` untimed runs then ``repeats`` timed ones, the median; runs stop
+   early once they add up to ``budget_ms`` (at least three timed:
+   :class:`~polygpu.runtime.device.RunBudget`), ``extra["timed_runs"]`` says how many ran.
+   When the
    program's arrays total less than twice the L2 cache, ``rotations()`` copies of them are
    made and used in turn, so every run starts with the data out of L2, as it is when the
    kernel runs on inputs of realistic size; ``extra["rotations"]`` records the count.
@@ -64,6 +67,7 @@ from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 from polygpu.runtime import grid
 from polygpu.runtime.compiler import CompileError
+from polygpu.runtime.device import RunBudget
 from polygpu.search.measurement import Environment, Job, Measurement, Runner
 from polygpu.search.occupancy import Resources, parse_ptxas
 
@@ -76,6 +80,9 @@ MAX_ROTATIONS = 64
 _ROOT = Path(polygpu.__file__).resolve().parent.parent  # what the child needs on sys.path
 _REASON_LINES = 20  # lines of compiler output or stderr kept in a reason
 _DEFAULTS = {"gpu": (20, 3), "cpu": (3, 1)}  # backend -> (repeats, warmup)
+# milliseconds of timed runs per candidate beyond which fewer than ``repeats`` are taken:
+# a second or two of runs fixes the median of a slow candidate as well as 20 runs do
+DEFAULT_BUDGET_MS = 2000.0
 # CUDA errors that mean the kernel faulted (an error of the candidate, not of the runner)
 _GPU_FAULT = re.compile(r"illegal|misaligned|launch fail|unspecified launch|exception|trap"
                         r"|address space|cuCtxSynchronize|cuMemcpy|cuEvent"
@@ -175,14 +182,17 @@ class ProcessRunner:
     """Measures each job in a fresh child process (see the module docstring).
 
     ``backend`` is "gpu" (PyCUDA, CUDA events) or "cpu" (the emulator, wall clock).
-    ``repeats``/``warmup`` default to 20/3 on the GPU and 3/1 on the CPU.  ``l2_bytes``
+    ``repeats``/``warmup`` default to 20/3 on the GPU and 3/1 on the CPU, cut short once
+    the timed runs add up to ``budget_ms`` (None: never; see
+    :class:`~polygpu.runtime.device.RunBudget`).  ``l2_bytes``
     overrides the device's L2 size for the rotation count (on the CPU, rotation happens
     only when it is given).  ``timeout_s`` bounds the whole child: compile, check, timing.
     ``device``: the CUDA device index the children measure on.
     """
 
     def __init__(self, backend: str = "gpu", timeout_s: float = 60.0, repeats: int | None = None,
-                 warmup: int | None = None, l2_bytes: int | None = None, device: int = 0):
+                 warmup: int | None = None, l2_bytes: int | None = None, device: int = 0,
+                 budget_ms: float | None = DEFAULT_BUDGET_MS):
         if backend not in _DEFAULTS:
             raise ValueError(f"unknown backend {backend!r} (gpu or cpu)")
         self.backend = backend
@@ -191,6 +201,7 @@ class ProcessRunner:
         self.warmup = _DEFAULTS[backend][1] if warmup is None else warmup
         self.l2_bytes = l2_bytes
         self.device = device
+        self.budget_ms = budget_ms
         self._environment: Environment | None = None
 
     def environment(self) -> Environment:
@@ -226,7 +237,8 @@ class ProcessRunner:
             job = dataclasses.replace(job, params=dict(job.params),
                                       check_params=dict(job.check_params))
             task = {"job": job, "backend": self.backend, "repeats": self.repeats,
-                    "warmup": self.warmup, "l2_bytes": self.l2_bytes, "device": self.device}
+                    "warmup": self.warmup, "l2_bytes": self.l2_bytes, "device": self.device,
+                    "budget_ms": self.budget_ms}
             (directory / "job.pkl").write_bytes(pickle.dumps(task))
             rc, timed_out, log = self._spawn([str(directory)], directory, self.timeout_s)
             result = _read_result(directory / "result.pkl")
@@ -419,13 +431,16 @@ def _plain(o):
 
 
 def run_job(job: Job, backend: str, repeats: int, warmup: int,
-            l2_bytes: int | None = None, device: int = 0) -> Measurement:
+            l2_bytes: int | None = None, device: int = 0,
+            budget_ms: float | None = None) -> Measurement:
     """Compile, check and time ``job`` in *this* process, every failure turned into its
     status.  The child's body; call it directly only where a crash may take you down.
-    ``device``: the CUDA device index (GPU backend)."""
+    ``device``: the CUDA device index (GPU backend); ``budget_ms``: see
+    :class:`~polygpu.runtime.device.RunBudget`."""
     state: dict[str, object] = {"check": "", "extra": {}}
     try:
-        return _run_job(job, backend, repeats, warmup, l2_bytes, state, device)
+        return _run_job(job, backend, RunBudget(repeats, warmup, budget_ms), l2_bytes, state,
+                        device)
     except CompileError as e:
         status, reason = "compile-error", _head(str(e))
     except Exception as e:
@@ -441,7 +456,7 @@ def _is_pycuda_error(e: Exception) -> bool:
     return type(e).__module__.startswith("pycuda")
 
 
-def _run_job(job, backend, repeats, warmup, l2_bytes, state, index=0) -> Measurement:
+def _run_job(job, backend, budget, l2_bytes, state, index=0) -> Measurement:
     from polygpu.frontend import load
     from polygpu.model.build import build_scop
     from polygpu.runtime import inputs
@@ -484,8 +499,8 @@ def _run_job(job, backend, repeats, warmup, l2_bytes, state, index=0) -> Measure
     extra["bytes"] = total
     extra["blocks"] = grid.launch_blocks(job.program, ints)
     timer = _time_gpu if backend == "gpu" else _time_cpu
-    times = timer(job.program, values, total, repeats, warmup, l2_bytes, device, extra,
-                  job.launch_times)
+    times = timer(job.program, values, total, budget, l2_bytes, device, extra, job.launch_times)
+    extra["timed_runs"] = len(times)
     return Measurement(job.key, "ok", time_ms=statistics.median(times), times_ms=tuple(times),
                        check=state["check"], extra=extra)
 
@@ -499,20 +514,24 @@ def _rotated(values: Mapping[str, object], k: int) -> list[dict[str, object]]:
                        for n, v in first.items()} for _ in range(k - 1)]
 
 
-def _time_cpu(program, values, total, repeats, warmup, l2_bytes, device, extra,
+def _time_cpu(program, values, total, budget, l2_bytes, device, extra,
               by_launch: bool = False) -> list[float]:
     k = rotations(total, l2_bytes) if l2_bytes else 1
     extra.update(rotations=k, timer="cpu-wallclock", device="cpu-emulator")
-    return _timed(device, program, _rotated(values, k), repeats, warmup, extra, by_launch)
+    return _timed(device, program, _rotated(values, k), budget, extra, by_launch)
 
 
-def _timed(device, program, value_sets, repeats, warmup, extra, by_launch: bool
+def _timed(device, program, value_sets, budget: RunBudget, extra, by_launch: bool
            ) -> list[float]:
     """The runs' times; with ``by_launch`` through ``time_launches``, each launch's
     median in ``extra["launch_ms"]``."""
+    if budget.budget_ms is not None:
+        extra["budget_ms"] = budget.budget_ms
     if not by_launch:
-        return device.time(program, value_sets, repeats, warmup)
-    timed = device.time_launches(program, value_sets, repeats, warmup)
+        return device.time(program, value_sets, budget.repeats, budget.warmup,
+                           budget.budget_ms)
+    timed = device.time_launches(program, value_sets, budget.repeats, budget.warmup,
+                                 budget.budget_ms)
     extra["launch_ms"] = list(timed.medians())
     return list(timed.times_ms)
 
@@ -540,7 +559,7 @@ def _install_gpu_module(job: Job, extra: dict, device) -> None:
     extra["sms"] = device.attribute("MULTIPROCESSOR_COUNT")
 
 
-def _time_gpu(program, values, total, repeats, warmup, l2_bytes, device, extra,
+def _time_gpu(program, values, total, budget, l2_bytes, device, extra,
               by_launch: bool = False) -> list[float]:
     """CUDA events around each run's launches (not the copies); runs rotate through k
     independent sets of device buffers so each starts with a cold L2.  ``by_launch``:
@@ -548,7 +567,7 @@ def _time_gpu(program, values, total, repeats, warmup, l2_bytes, device, extra,
     l2 = device.attribute("L2_CACHE_SIZE") if l2_bytes is None else l2_bytes
     k = rotations(total, l2)
     extra.update(rotations=k, l2_bytes=l2, timer="cuda-events")
-    return _timed(device, program, _rotated(values, k), repeats, warmup, extra, by_launch)
+    return _timed(device, program, _rotated(values, k), budget, extra, by_launch)
 
 
 def child_environment(backend: str, index: int = 0) -> Environment:
@@ -613,7 +632,7 @@ def _child(argv: list[str]) -> int:
     directory = Path(argv[0])
     task = pickle.loads((directory / "job.pkl").read_bytes())
     m = run_job(task["job"], task["backend"], task["repeats"], task["warmup"], task["l2_bytes"],
-                task.get("device", 0))
+                task.get("device", 0), task.get("budget_ms"))
     tmp = directory / "result.pkl.tmp"
     tmp.write_bytes(pickle.dumps(m))
     os.replace(tmp, directory / "result.pkl")  # whole or absent, even if killed now
