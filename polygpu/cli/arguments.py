@@ -42,8 +42,8 @@ def add_variant_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", metavar="JSON",
                    help="the variant as JSON, e.g. '{\"tile\": [4, 128], \"threads\": "
                    "[4, 32], \"jam\": true}' (fields: candidate, tile, threads, jam, "
-                   "time_tile, unroll, blocked, chunk, prefetch, shared, padding, registers, "
-                   "specialize; see docs/scheduling.md for chunk, "
+                   "time_tile, unroll, blocked, chunk, prefetch, double_buffer, shared, "
+                   "padding, registers, specialize; see docs/scheduling.md for chunk, "
                    "docs/memory.md, and docs/search.md for specialize, which needs -p "
                    "for every parameter)")
     p.add_argument("--tile", metavar="T[,T..]",

@@ -333,7 +333,9 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             parts.append(f"// kernel {kernel.index}: {b.array} in {b.space} memory as "
                          f"{b.name}{''.join(f'[{e}]' for e in b.row_extents)}"
                          + (f" at tile level {b.level}, padding {b.padding}"
-                            if b.space == "shared" else ""))
+                            if b.space == "shared" else "")
+                         + (f", {b.stages} of them used in turn (double-buffered)"
+                            if b.stages > 1 else ""))
         parts.append(str(cgen.FunctionBody(decl, cgen.Block(body))))
         if fold:  # prod(blocks) on x, and on y in rows of 2^31 - 1 when there are more
             total = " * ".join(grid)

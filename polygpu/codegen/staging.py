@@ -15,6 +15,10 @@ Shape of a staged kernel (``L`` = the deepest level of its shared buffers)::
         copy-out of level-l buffers; __syncthreads()
     register stores
 
+Double-buffered (``Buffer.stages == 2``, the memory stage's decision): every buffer is
+used as ``name[pg_stage]`` and the barrier after the work becomes ``pg_stage ^= 1`` (the
+next tile writes the other buffers; docs/memory.md says why one barrier then suffices).
+
 The tile-level loops come from an isl AST over placeholder statements (``pg_tile`` and
 one ``pg_in_<array>``/``pg_out_<array>`` per buffer) built with only the block
 coordinates known, so every thread of a block runs the same iterations and reaches the
@@ -57,8 +61,16 @@ def c_expr(pa: isl.PwAff, index64: bool = False) -> str:
                       index64)
 
 
+STAGE = "pg_stage"  # which of a double-buffered array's two buffers the current tile uses
+
+
+def buffer_ref(buffer: Buffer) -> str:
+    """The C name of ``buffer``'s current storage: ``name[pg_stage]`` when doubled."""
+    return f"{buffer.name}[{STAGE}]" if buffer.stages > 1 else buffer.name
+
+
 def view(buffer: Buffer, index64: bool = False) -> BufferView:
-    return BufferView(buffer.name, tuple(c_expr(b, index64) for b in buffer.box.base),
+    return BufferView(buffer_ref(buffer), tuple(c_expr(b, index64) for b in buffer.box.base),
                       buffer.box.stride, buffer.box.extents, buffer.box.chunk, buffer.order)
 
 
@@ -69,11 +81,12 @@ def declarations(buffers: list[Buffer], dynamic: bool) -> list:
     offset = 0
     for b in buffers:
         ctype = ir.DTYPES[b.dtype][0]
-        dims = "".join(f"[{e}]" for e in b.row_extents)
+        extents = ((b.stages,) if b.stages > 1 else ()) + b.row_extents
+        dims = "".join(f"[{e}]" for e in extents)
         if b.space == "register":
             out.append(cgen.Line(f"{ctype} {b.name}{dims};"))
         elif dynamic:
-            inner = "".join(f"[{e}]" for e in b.row_extents[1:])
+            inner = "".join(f"[{e}]" for e in extents[1:])
             out.append(cgen.Line(
                 f"{ctype} (*{b.name}){inner} = reinterpret_cast<{ctype} (*){inner}>"
                 f"({DYNAMIC} + {offset});"))
@@ -169,7 +182,7 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
     guard = index_text(_guard(footprint, buffer, u, known), printer.index64)
     # the loop runs through the box in the array's order (coalesced global accesses);
     # the buffer may store it in another
-    local = f"{buffer.name}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
+    local = f"{buffer_ref(buffer)}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
     subs = _element(buffer, u, printer.index64)
     global_ref = f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
     staged = f"{prefetch_name(buffer)}[pg_q]"
@@ -301,7 +314,8 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
             pieces.append(_schedule_of(name, where, b.level, order, depth))
     schedule = union_of(pieces)
     context = thread_context(scop, kernel, threads=False).align_params(tile.get_space())
-    early = [b for b in shared if b.prefetch]  # the memory stage's decision
+    early = [b for b in shared if b.prefetch]  # the memory stage's decisions
+    doubled = any(b.stages > 1 for b in shared)
     build = isl.AstBuild.from_context(context)
     if depth:
         build = build.set_iterators(ids(iterators))
@@ -327,8 +341,12 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
                 loads.append(block if cond == "1" else cgen.If(cond, block))
             work = emitter_factory(None).node(inner)
             # the copies before it are done; its reads are done before the next copies
+            # -- or, double-buffered, the next copies write the other buffers, and the
+            # barrier of the next tile keeps the one after from overwriting these early
+            after = [cgen.Line(f"{STAGE} ^= 1;")] if doubled else \
+                [cgen.Line("__syncthreads();")]
             return _bind(levels, args, [cgen.Line("__syncthreads();")] + loads + work
-                         + [cgen.Line("__syncthreads();")], printer.index64)
+                         + after, printer.index64)
         b, direction, where = by_name[name]
         if b.prefetch and direction == "in":
             # registers -> buffer, loaded by the previous tile's work unless there was
@@ -350,6 +368,8 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
 
     registers = [cgen.Line(f"{ir.DTYPES[b.dtype][0]} {prefetch_name(b)}"
                            f"[{prefetch_count(b, kernel)}];") for b in early]
+    if doubled:  # every thread runs the same tiles, so the stage is uniform in a block
+        registers.append(cgen.Line(f"int {STAGE} = 0;"))
     return registers + emitter_factory(user).node(ast)
 
 

@@ -99,6 +99,9 @@ class Buffer:
     # a shared buffer whose copy-in is prefetched through registers: the next tile's
     # elements are loaded during the current tile's work (see _prefetched)
     prefetch: bool = False
+    # 2: the buffer exists twice and consecutive tiles use them in turn (see
+    # _double_buffered); ``name[stage]`` is the buffer of the current tile
+    stages: int = 1
 
     @property
     def storage_order(self) -> tuple[int, ...]:
@@ -116,7 +119,7 @@ class Buffer:
 
     @property
     def bytes(self) -> int:
-        return self.element_size * math.prod(self.row_extents)
+        return self.element_size * math.prod(self.row_extents) * self.stages
 
     def to_json(self) -> dict:
         out = {
@@ -125,6 +128,7 @@ class Buffer:
             "stride": list(self.box.stride), "padding": self.padding, "bytes": self.bytes,
             **({"chunk": list(self.box.chunk)} if self.box.chunk else {}),
             **({"storage_order": list(self.order)} if self.order else {}),
+            **({"stages": self.stages} if self.stages > 1 else {}),
             "copy_in": self.reads is not None, "copy_out": self.writes is not None,
             "statements": sorted(self.statements),
         }
@@ -193,6 +197,27 @@ def _prefetched(scop: Scop, kernel: TiledKernel, buffers: list[Buffer]) -> froze
         used += prefetch_count(b, kernel)
         chosen.add(b.array)
     return frozenset(chosen)
+
+
+def _double_buffered(kernel: TiledKernel, buffers: list[Buffer], budget: int) -> bool:
+    """Whether ``kernel``'s shared buffers are doubled (variant's ``double_buffer``).
+
+    The code generator then drops the barrier after each tile's work: tile ``t + 1``
+    copies into the other buffer while slow threads may still read tile ``t``'s, and a
+    thread reaches tile ``t + 2``'s copy (into ``t``'s buffer) only past tile ``t + 1``'s
+    barrier, which every thread reaches after its work on tile ``t``.  That argument
+    needs every shared buffer copied in at the deepest tile level (once per tile) and
+    none copied out (a copy-out reads the buffer after the work, and the next copy-in of
+    a lower level would need the barrier back); the doubled buffers must fit what the
+    kernel's shared memory has left (``budget``)."""
+    shared = [b for b in buffers if b.space == "shared"]
+    if not kernel.double_buffer or not shared:
+        return False
+    depth = max(b.level for b in shared)
+    if depth == 0 or any(b.level != depth or b.reads is None or b.writes is not None
+                         for b in shared):
+        return False
+    return sum(b.bytes for b in shared) <= budget
 
 
 def _context(an: Analysis, s: isl.Set) -> isl.Set:
@@ -447,9 +472,12 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                               "constant (set time_tile)")
         # the shared copy-ins prefetched through registers (variant's ``prefetch``):
         # recorded on the buffers, for the code generator and the search's cost model
-        early = _prefetched(scop, kernel, [b for b in buffers if b.kernel == kernel.index])
-        buffers = [replace(b, prefetch=True) if b.kernel == kernel.index and b.array in early
-                   else b for b in buffers]
+        mine = [b for b in buffers if b.kernel == kernel.index]
+        early = _prefetched(scop, kernel, mine)
+        stages = 2 if _double_buffered(kernel, mine, budget) else 1
+        buffers = [replace(b, prefetch=b.array in early,
+                           stages=stages if b.space == "shared" else 1)
+                   if b.kernel == kernel.index else b for b in buffers]
     placements = []
     for a in scop.accesses:
         try:

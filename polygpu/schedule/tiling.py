@@ -80,6 +80,7 @@ class TiledKernel:
     blocked: bool = False
     chunk: int = 1  # a thread's points come in runs of up to this many (variant.chunk)
     prefetch: bool = False  # pipeline the deepest shared copy-ins through registers
+    double_buffer: bool = False  # two shared buffers per staged array, in turn
     atomic: tuple[str, ...] = ()  # statements combining their updates atomically
     warp_uniform: tuple[str, ...] = ()  # ... whose target does not move along x
 
@@ -191,6 +192,7 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         blocked=variant.blocked,
         chunk=variant.chunk,
         prefetch=variant.prefetch,
+        double_buffer=variant.double_buffer,
         atomic=kernel.atomic,
         warp_uniform=kernel.warp_uniform,
     )

@@ -47,6 +47,10 @@ class Variant:
     # software pipelining of shared copy-ins: load the next tile's elements into
     # registers while the current tile is computed (codegen/staging.py)
     prefetch: bool = False
+    # two shared buffers per staged array, used in turn by consecutive tiles: the next
+    # tile's copy-in writes the other buffer, so one barrier per tile instead of two
+    # (memory/placement.py decides where it is legal; codegen/staging.py)
+    double_buffer: bool = False
     shared: bool = True  # memory stage: stage footprints through shared memory
     padding: int = -1  # shared buffers' padding: -1 = Algorithm 2's choice, else forced
     registers: bool = True  # memory stage: keep per-thread footprints in registers
@@ -111,6 +115,8 @@ class Variant:
     def to_json(self) -> dict:
         data = asdict(self)
         del data["kernels"]
+        if not self.double_buffer:  # absent when off, so older records keep their keys
+            del data["double_buffer"]
         if self.kernels:  # absent when uniform, so older records keep their keys
             data["kernels"] = {str(k): {name: list(v) if isinstance(v, tuple) else v
                                         for name, v in o} for k, o in self.kernels}
