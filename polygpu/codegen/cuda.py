@@ -55,7 +55,8 @@ class Emitter:
     def __init__(self, scop: Scop, unroll: int,
                  buffers: dict[str, tuple[BufferView, frozenset[str]]] | None = None,
                  constants: frozenset[str] = frozenset(), user=None,
-                 atomic: dict[str, str] | None = None, index64: bool = False):
+                 atomic: dict[str, str] | None = None, index64: bool = False,
+                 ref_buffers: dict[tuple[str, int], BufferView] | None = None):
         self.scop = scop
         self.index64 = index64
         self.itype = INDEX64 if index64 else "int"
@@ -63,6 +64,9 @@ class Emitter:
         self.shapes = {a.name: a.shape_exprs for a in scop.program_arrays}
         self.temporaries = frozenset(a.name for a in scop.arrays if a.kind == "temporary")
         self.buffers = buffers or {}
+        # buffers of single references ((statement, ref) -> view): an array read at
+        # places far apart has one buffer per group of references (memory stage)
+        self.ref_buffers = ref_buffers or {}
         self.constants = constants
         self.user = user
         # statements whose updates go to global memory atomically -> the add function
@@ -136,9 +140,12 @@ class Emitter:
                  if target.name in self.temporaries else "float64")
         views = {array: view for array, (view, users) in self.buffers.items()
                  if name in users}
+        by_reference = {(a.array, a.subscripts): self.ref_buffers[(name, a.ref)]
+                        for a in self.scop.accesses
+                        if a.statement == name and (name, a.ref) in self.ref_buffers}
         printer = Printer(self.shapes, self.temporaries, subst,
                           dtype if dtype.startswith("float") else "float64",
-                          views, self.constants, self.index64)
+                          views, self.constants, self.index64, by_reference)
         if name in self.atomic and target.array not in views:
             text = printer.atomic_add(stmt.body, atomic.operand(stmt.body), _c_type(dtype),
                                       self.atomic[name])
@@ -258,10 +265,12 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
     bodies = []  # device_steps: each kernel's body, its blocks as loops
     for kernel in kernels:
         name = f"{scop.function}_kernel{kernel.index}"
-        buffers = list(plan.of_kernel(kernel.index).values()) if plan else []
+        buffers = plan.buffers_of(kernel.index) if plan else []
         shared = [b for b in buffers if b.space == "shared"]
         registers = [b for b in buffers if b.space == "register"]
-        views = {b.array: (staging.view(b, index64), b.statements) for b in buffers}
+        views = {b.array: (staging.view(b, index64), b.statements) for b in buffers
+                 if not b.refs}
+        ref_views = {ref: staging.view(b, index64) for b in buffers for ref in b.refs}
         dynamic = plan is not None and plan.shared_bytes(kernel.index) > STATIC_SHARED_BYTES
         printer = Printer(shapes, frozenset(), {}, constants=constants, index64=index64)
         grid = [grid_expression(e, t) for e, t in zip(kernel.extent, kernel.tile,
@@ -305,10 +314,10 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             if b.reads is not None:
                 body += staging.copy_loop(b, printer, kernel, scop, "in")
 
-        def emitter(user, kernel=kernel, views=views):
+        def emitter(user, kernel=kernel, views=views, ref_views=ref_views):
             return Emitter(scop, kernel.unroll, views, constants, user,
                            {s: staging.atomic_function(kernel, [s]) for s in kernel.atomic},
-                           index64)
+                           index64, ref_views)
 
         if shared:
             body += staging.staged_body(scop, kernel, buffers, emitter, printer)
@@ -435,7 +444,7 @@ def device_steps_possible(scop: Scop, kernels: tuple[TiledKernel, ...],
     else:
         most = max(k.n_threads for k in kernels)
         for k in kernels:
-            buffers = plan.of_kernel(k.index).values() if plan else ()
+            buffers = plan.buffers_of(k.index) if plan else ()
             if any(b.space == "shared" for b in buffers) and k.n_threads != most:
                 why = (f"kernel {k.index} stages data in shared memory with "
                        f"{k.n_threads} of the block's {most} threads")

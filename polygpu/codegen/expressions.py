@@ -127,6 +127,9 @@ class Printer:
     buffers: dict[str, BufferView] = field(default_factory=dict)
     constants: frozenset[str] = frozenset()
     index64: bool = False  # long long index arithmetic (codegen/index_width.py)
+    # buffers of single references: (array, subscripts as written) -> view, before
+    # ``buffers`` (an array read at places far apart has a buffer per reference group)
+    ref_buffers: dict[tuple[str, tuple], BufferView] = field(default_factory=dict)
 
     # ---- integer expressions ------------------------------------------------
 
@@ -175,6 +178,9 @@ class Printer:
     def ref(self, r: ir.ArrayRef | ir.ScalarRef) -> str:
         if isinstance(r, ir.ScalarRef):
             return temporary_name(r.name) if r.name in self.temporaries else r.name
+        grouped = self.ref_buffers.get((r.array, tuple(r.index))) if self.ref_buffers else None
+        if grouped is not None:
+            return grouped.subscript([self.int_expr(e) for e in r.index])
         if r.array in self.buffers:
             return self.buffers[r.array].subscript([self.int_expr(e) for e in r.index])
         name = constant_name(r.array) if r.array in self.constants else r.array

@@ -38,10 +38,12 @@ def coordinate_params(kernel: TiledKernel, level: int, threads: bool) -> list[st
 
 
 def footprint(scop: Scop, kernel: TiledKernel, array: str, kind: str, level: int,
-              threads: bool, statements: frozenset[str] | None = None) -> isl.Set | None:
+              threads: bool, statements: frozenset[str] | None = None,
+              refs: frozenset[tuple[str, int]] | None = None) -> isl.Set | None:
     """Elements of ``array`` that ``kind`` references of ``kernel`` (of ``statements``
-    only, if given) touch with the block, (the thread if ``threads``) and the first
-    ``level`` tile levels fixed; None if there is no such reference."""
+    only, if given; only the references ``(statement, ref)`` in ``refs``, if given) touch
+    with the block, (the thread if ``threads``) and the first ``level`` tile levels
+    fixed; None if there is no such reference."""
     m = kernel.n_mapped
     names = coordinate_params(kernel, level, threads)
     result = None
@@ -56,6 +58,8 @@ def footprint(scop: Scop, kernel: TiledKernel, array: str, kind: str, level: int
             keep = keep.project_out(isl.dim_type.out, m, m)
         for acc in scop.accesses:
             if acc.statement != statement or acc.array != array or acc.kind != kind:
+                continue
+            if refs is not None and (acc.statement, acc.ref) not in refs:
                 continue
             pairs = keep.reverse().apply_range(acc.relation)  # [coords] -> a[e]
             n_params = pairs.dim(isl.dim_type.param)

@@ -102,6 +102,10 @@ class Buffer:
     # 2: the buffer exists twice and consecutive tiles use them in turn (see
     # _double_buffered); ``name[stage]`` is the buffer of the current tile
     stages: int = 1
+    # the references ``(statement, ref)`` the buffer serves when an array the kernel
+    # only reads has several buffers, one per group of references (see
+    # _reference_groups); empty: every reference of ``statements`` to the array
+    refs: frozenset[tuple[str, int]] = frozenset()
 
     @property
     def storage_order(self) -> tuple[int, ...]:
@@ -129,6 +133,8 @@ class Buffer:
             **({"chunk": list(self.box.chunk)} if self.box.chunk else {}),
             **({"storage_order": list(self.order)} if self.order else {}),
             **({"stages": self.stages} if self.stages > 1 else {}),
+            **({"references": sorted(f"{st}#{r}" for st, r in self.refs)}
+               if self.refs else {}),
             "copy_in": self.reads is not None, "copy_out": self.writes is not None,
             "statements": sorted(self.statements),
         }
@@ -161,7 +167,17 @@ class MemoryPlan:
     placements: tuple[Placement, ...]
 
     def of_kernel(self, kernel: int) -> dict[str, Buffer]:
-        return {b.array: b for b in self.buffers if b.kernel == kernel}
+        """Per array, its (first) buffer in ``kernel``: what the cost models read (an
+        array with a buffer per reference group is modelled by its first)."""
+        out: dict[str, Buffer] = {}
+        for b in self.buffers:
+            if b.kernel == kernel:
+                out.setdefault(b.array, b)
+        return out
+
+    def buffers_of(self, kernel: int) -> list[Buffer]:
+        """Every buffer of ``kernel``, in plan order."""
+        return [b for b in self.buffers if b.kernel == kernel]
 
     def shared_bytes(self, kernel: int) -> int:
         return sum(b.bytes for b in self.buffers if b.kernel == kernel and b.space == "shared")
@@ -177,7 +193,7 @@ def prefetch_count(buffer: Buffer, kernel: TiledKernel) -> int:
 
 
 def _prefetched(scop: Scop, kernel: TiledKernel, buffers: list[Buffer]) -> frozenset[str]:
-    """The arrays whose shared copy-ins ``kernel`` pipelines through registers: those
+    """The buffers whose shared copy-ins ``kernel`` pipelines through registers: those
     of the deepest tile level (the loop that steps through the tiles) of arrays the
     kernel never writes -- so loading the next tile early cannot read a value the
     current one is still producing -- within :data:`MAX_PREFETCH` registers."""
@@ -195,8 +211,64 @@ def _prefetched(scop: Scop, kernel: TiledKernel, buffers: list[Buffer]) -> froze
         if used + prefetch_count(b, kernel) > MAX_PREFETCH:
             continue
         used += prefetch_count(b, kernel)
-        chosen.add(b.array)
+        chosen.add(b.name)
     return frozenset(chosen)
+
+
+def _reference_groups(scop: Scop, kernel: TiledKernel, an: Analysis, array: str, level: int,
+                      users: frozenset[str]) -> list | None:
+    """The read references of ``array`` (in ``users``) in groups whose footprint at
+    tile level ``level`` has a constant box: ``[(refs, footprint, box)]``, or None when
+    some single reference has none.  Why: a kernel may read an array at places that
+    move apart with the block (syrk reads ``A[i][k]`` and ``A[j][k]``: the rows of its i
+    and j tiles), so the union of the footprints spans a distance that grows with the
+    block coordinates and no buffer of constant size holds it, while each reference's
+    footprint is one tile.  Like PPCG's reference groups, references start alone and
+    two groups merge when the box of their union is no larger than their two boxes
+    together (references that overlap or touch share a buffer).  Only for arrays the
+    kernel does not write, so two buffers never hold diverging copies of an element."""
+    refs = [(a.statement, a.ref) for a in scop.accesses
+            if a.array == array and a.kind == "read" and a.statement in users
+            and a.statement in kernel.statements]
+    if len(refs) < 2:
+        return None
+
+    def group(members: frozenset) -> tuple | None:
+        fp = footprint(scop, kernel, array, "read", level, threads=False, refs=members)
+        if fp is None:
+            return None
+        box = bounding_box(fp, _context(an, fp))
+        return None if box is None else (members, fp, box)
+
+    groups = [group(frozenset([r])) for r in refs]
+    if any(g is None for g in groups):
+        return None
+    merged = True
+    while merged and len(groups) > 1:
+        merged = False
+        for i in range(len(groups)):
+            for j in range(i + 1, len(groups)):
+                union = group(groups[i][0] | groups[j][0])
+                if union is not None and \
+                        union[2].size <= groups[i][2].size + groups[j][2].size:
+                    groups = [g for k, g in enumerate(groups) if k not in (i, j)] + [union]
+                    merged = True
+                    break
+            if merged:
+                break
+    return groups if len(groups) > 1 else None
+
+
+def _group_buffer(kernel: TiledKernel, an: Analysis, array, level: int, index: int,
+                  refs: frozenset, reads: isl.Set, box, forced_padding: int) -> Buffer:
+    """The shared buffer of one reference group (:func:`_reference_groups`)."""
+    users = frozenset(st for st, _ in refs)
+    order = _storage_order(kernel, an, array.name, len(box.extents), users)
+    padding, decision = _padding(kernel, an, array.name, box, array.dtype, forced_padding,
+                                 users, order)
+    name = f"{array.name}_sh" + (str(index) if index else "")
+    return Buffer(kernel.index, array.name, "shared", name, array.dtype, level, box, padding,
+                  reads, None, decision, users, order=order, refs=refs)
 
 
 def _double_buffered(kernel: TiledKernel, buffers: list[Buffer], budget: int) -> bool:
@@ -449,6 +521,24 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                                    statements=users)
                 both = union_optional(reads, writes)
                 box = bounding_box(both, _context(an, both))
+                if box is None and writes is None:
+                    # references far apart (syrk's A[i][k] and A[j][k]: rows of the
+                    # block's i and j tiles): one buffer per group of references
+                    groups = _reference_groups(scop, kernel, an, array.name, level, users)
+                    if groups is not None:
+                        made = [_group_buffer(kernel, an, array, level, g, refs, fp, gbox,
+                                              variant.padding)
+                                for g, (refs, fp, gbox) in enumerate(groups)]
+                        if sum(b.bytes for b in made) > budget:
+                            where[key] = ("global", "the tile's data exceeds the "
+                                          "shared-memory budget")
+                            break
+                        budget -= sum(b.bytes for b in made)
+                        buffers += made
+                        where[key] = ("shared", "")
+                        users_of[key] = users
+                        placed = True
+                        break
                 if box is None:
                     continue
                 order = _storage_order(kernel, an, array.name, len(box.extents), users)
@@ -475,7 +565,7 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
         mine = [b for b in buffers if b.kernel == kernel.index]
         early = _prefetched(scop, kernel, mine)
         stages = 2 if _double_buffered(kernel, mine, budget) else 1
-        buffers = [replace(b, prefetch=b.array in early,
+        buffers = [replace(b, prefetch=b.name in early,
                            stages=stages if b.space == "shared" else 1)
                    if b.kernel == kernel.index else b for b in buffers]
     placements = []
