@@ -437,7 +437,8 @@ class Kernel:
             return program
         compiled = self.compiled
         prepared = Prepared(compiled.spec, compiled.analysis, compiled.candidates,
-                            compiled.source_scop, compiled.expansion, compiled.splitting)
+                            compiled.source_scop, compiled.expansion, compiled.splitting,
+                            compiled.snapshot)
         twin = compile_variant(prepared, compiled.variant, dict(ints)).program
         launch_plan(twin, ints)  # what the twin cannot do either is the user's to hear
         self.device.load(twin)

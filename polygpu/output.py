@@ -50,6 +50,9 @@ def compile_json(c: Compiled, params: dict[str, int]) -> dict[str, Any]:
         # statements split where a read meets their own write (or refused, why), only
         # tried where the scheduler found nothing but the one-thread plan
         "split": c.splitting.to_json() if c.splitting is not None else [],
+        # reads that see only entry values, redirected to a copy taken first (or
+        # refused, why), kept only where the scheduler then finds more parallel loops
+        "snapshot": c.snapshot.to_json() if c.snapshot is not None else [],
         # host loops: the kernels take these integer arguments last and run at every
         # step of `host_steps` (isl set per kernel name), steps in lexicographic order
         "host": {

@@ -29,6 +29,8 @@ from polygpu.schedule.tiling import TiledKernel, tile
 from polygpu.schedule.transformation import Transformation
 from polygpu.schedule.variant import Variant
 from polygpu.transform.expand import Expansion, expand_temporaries
+from polygpu.transform.expand import Refusal as ExpandRefusal
+from polygpu.transform.snapshot import Snapshot, snapshot_inputs
 from polygpu.transform.split import Refusal, Splitting, split_statements
 
 # scheduler candidates of a split region: its pieces multiply the statements, and
@@ -51,6 +53,7 @@ class Compiled:
     source_scop: Scop | None = None  # None: the analysed one (nothing was transformed)
     expansion: Expansion | None = None
     splitting: Splitting | None = None  # statements split (transform/split.py), or None
+    snapshot: Snapshot | None = None  # entry reads redirected (transform/snapshot.py)
 
     def __post_init__(self):
         if self.source_scop is None:
@@ -115,6 +118,7 @@ class Prepared:
     source_scop: Scop | None = None  # the original model (see Compiled)
     expansion: Expansion | None = None
     splitting: Splitting | None = None
+    snapshot: Snapshot | None = None
 
     def __post_init__(self):
         if self.source_scop is None:
@@ -139,12 +143,41 @@ def prepare(spec: str, function: str | None = None, defines: Sequence[str] = (),
     expansion = expand_temporaries(scop)
     an = analyze(expansion.scop)
     found = candidates(an)
+    # reads of entry values redirected to a snapshot (transform/snapshot.py, proven),
+    # kept only if the scheduler then maps more of the original statements' loops
+    snapshot, an, found = _snapshot(expansion.scop, an, found)
     splitting = None
     if not any(space_dims(tr) for tr in found):
         # only a one-thread plan: statements cut where a read meets their own write
         # (transform/split.py, proven), kept only if the scheduler then does better
-        splitting, an, found = _split(expansion.scop, an, found)
-    return Prepared(spec, an, found, scop, expansion, splitting)
+        splitting, an, found = _split(an.scop, an, found)
+    return Prepared(spec, an, found, scop, expansion, splitting, snapshot)
+
+
+def _parallel_dims(found: tuple[Transformation, ...], names: frozenset[str]) -> int:
+    """The most space dimensions a candidate gives the statements ``names`` (summed)."""
+    return max((sum(k.n_space for k in tr.kernels for s in k.statements if s in names)
+                for tr in found), default=0)
+
+
+def _snapshot(scop: Scop, an: Analysis, found: tuple[Transformation, ...]
+              ) -> tuple[Snapshot | None, Analysis, tuple[Transformation, ...]]:
+    """The region with its entry reads on a snapshot where that gives the original
+    statements more parallel dimensions, else ``an`` and ``found`` as they are."""
+    try:
+        snapshot = snapshot_inputs(scop)
+        if not snapshot.taken:
+            return (snapshot if snapshot.refused else None), an, found
+        names = frozenset(s.name for s in scop.statements)
+        new_an = analyze(snapshot.scop)
+        new_found = candidates(new_an)
+    except isl.Error as e:  # optional, like the scheduler's own proposals
+        return Snapshot(scop, (), (ExpandRefusal("*", f"isl failed ({e})"),)), an, found
+    if _parallel_dims(new_found, names) > _parallel_dims(found, names):
+        return snapshot, new_an, new_found
+    why = "the scheduler found no more parallel loops with it"
+    return Snapshot(scop, (), tuple(ExpandRefusal(t.array, why) for t in snapshot.taken)
+                    + snapshot.refused), an, found
 
 
 def _split(scop: Scop, an: Analysis, found: tuple[Transformation, ...]
@@ -190,7 +223,8 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
         _prove_device_steps(an, tr, kernels, memory)
     return Compiled(prepared.spec, an, found, tr, variant, kernels,
                     _generate(step, tr, variant, kernels, memory, params), memory,
-                    prepared.source_scop, prepared.expansion, prepared.splitting)
+                    prepared.source_scop, prepared.expansion, prepared.splitting,
+                    prepared.snapshot)
 
 
 def program_at(compiled: Compiled, params: Mapping[str, int]) -> KernelProgram:

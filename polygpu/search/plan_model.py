@@ -194,7 +194,8 @@ def sketch(prepared: Prepared, variant: Variant) -> Compiled:
                             host_iterators=scop.host,
                             host_steps=str(union_of_sets(steps)) if steps else "")
     return Compiled(prepared.spec, an, found, tr, twin, kernels, program, memory,
-                    prepared.source_scop, prepared.expansion)
+                    prepared.source_scop, prepared.expansion, prepared.splitting,
+                    prepared.snapshot)
 
 
 def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
