@@ -108,6 +108,27 @@ CASES = {
     }
   }
 """, {"tile": (4, 8), "threads": (2, 4)}, 0, 11),
+    # exit 3: isl failed building the AST ("total dimensionality changed unexpectedly",
+    # isl_map_simplify.c) of a host wavefront's step, whatever the representation of the
+    # schedule: the descending stride-2 loop puts the parity of n + h0 into every domain.
+    # Such schedules are now generated with atomic dimensions
+    # (codegen/thread_ast.node_from_schedule_map); here a thread's work ...
+    "wavefront_descending_stride": ("""
+  for (int t = 0; t < 3; t += 1)
+    for (int i = n - 2; i > -1; i -= 2)
+      for (int j = max(i - 1, 0); j < min(i + 1, n - 2); j += 1)
+        x[j + 1] += 0.5 * (x[j] + x[j]) + 1.0;
+""", {"tile": (4, 8), "threads": (2, 4)}, 1, 13),
+    # ... and here the tile-level guards of a kernel staging data in shared memory (the
+    # nest of the report: scheduler candidate 0, the host wavefront)
+    "wavefront_descending_stride_staged": ("""
+  for (int i = n - 3; i > 1; i -= 2)
+    for (int j = max(i - 2, 0); j < min(i + 1, n - 2); j += 1) {
+      B[n - i - 2][n - j - 3] += 0.5 * (x[j] + A[2 * j + 1][n - i + 1]) + 1.0;
+      x[n - j - 3] = 1.0;
+      B[1][j + i - 1] = 0.5 * B[1][j + i] + 1.0;
+    }
+""", {"tile": (4, 8), "threads": (2, 4)}, 0, 13),
 }
 
 

@@ -161,3 +161,28 @@ def test_folded_grid_launches_more_than_65535_blocks_on_x():
                                                               specialize=True),
                        params={"n": 4096})
     assert "pg_block" not in s.program.source and s.program.launches[0].grid[1] != "1"
+
+
+def test_ast_where_isl_fails_on_its_default_strategy_is_generated_atomic():
+    # the guard of a copy-in in one step of a host wavefront over a descending stride-2
+    # loop (found by the fuzzer, like tests/test_fuzz_regressions.py's
+    # wavefront_descending_stride cases): isl 0.27 fails on it ("total dimensionality
+    # changed unexpectedly"), however represented
+    from polygpu.codegen.thread_ast import node_from_schedule_map
+
+    domain = isl.Set("[n, h0] -> { : h0 >= -1 - n and ((2h0 <= -16 + n and "
+                     "2*floor((n)/2) >= 5 + n + h0) or ((n + h0) mod 2 = 0 and "
+                     "h0 >= -5 and -n <= h0 <= -4)) }")
+    schedule = isl.UnionMap.from_map(isl.Map.from_domain_and_range(
+        isl.Set("[n, h0] -> { P[] }").intersect_params(domain), isl.Set("{ [0] }")))
+    build = isl.AstBuild.from_context(isl.Set("[n, h0] -> { : }"))
+    ast = node_from_schedule_map(build, schedule)
+    # one guarded call, run exactly where the domain holds (the guard's % only divides
+    # values it knows are >= 0, or tests for 0: Python's % gives the same there)
+    assert ast.get_type() == isl.ast_node_type.if_
+    guard = ast.if_get_cond().to_C_str().replace("&&", "and").replace("||", "or")
+    for n in range(0, 40):
+        for h0 in range(-45, 5):
+            inside = not domain.intersect_params(isl.Set(
+                f"[n, h0] -> {{ : n = {n} and h0 = {h0} }}")).is_empty()
+            assert eval(guard, {}, {"n": n, "h0": h0}) == inside, (n, h0, guard)

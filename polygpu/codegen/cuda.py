@@ -37,7 +37,7 @@ from polygpu.codegen.launch_grid import (
     may_exceed,
 )
 from polygpu.codegen.program import Argument, KernelProgram, Launch
-from polygpu.codegen.thread_ast import _involves, kernel_ast
+from polygpu.codegen.thread_ast import _involves, kernel_ast, node_from_schedule_map
 from polygpu.frontend import ir
 from polygpu.memory.placement import STATIC_SHARED_BYTES, MemoryPlan
 from polygpu.model import atomic
@@ -492,8 +492,9 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
         m = insert_constants(m, n_host, [kernel.index]).reset_tuple_id(isl.dim_type.out)
         m = isl.UnionMap.from_map(m)
         schedule = m if schedule is None else schedule.union(m)
-    build = isl.AstBuild.from_context(schedule.params())
-    ast = build.node_from_schedule_map(schedule)
+    # the steps carry the same parities as the kernels' domains (a descending strided
+    # host loop): isl's failures on them are retried like the kernels'
+    ast = node_from_schedule_map(isl.AstBuild.from_context(schedule.params()), schedule)
     index = {f"{scop.function}_kernel{k.index}": body
              for k, body in zip(kernels, bodies, strict=True)}
 

@@ -80,31 +80,52 @@ def kernel_ast(scop: Scop, kernel: TiledKernel, levels: int = 0,
     context = with_params(context, fixed)
     build = isl.AstBuild.from_context(context).set_iterators(
         ids(kernel.local_names[levels:]))
-    if kernel.unroll_dims:
-        # register tiles: isl unrolls these loops completely (a guarded copy per point)
-        n = kernel.n_local - levels
-        dims = ", ".join(f"d{k}" for k in range(n))
-        options = "; ".join(f"[{dims}] -> unroll[{k - levels}]" for k in kernel.unroll_dims)
-        build = build.set_options(isl.UnionMap(f"{{ {options} }}"))
-    return node_from_schedule_map(build, schedule)
+    # register tiles: isl unrolls these loops completely (a guarded copy per point)
+    unroll = tuple(k - levels for k in kernel.unroll_dims)
+    return node_from_schedule_map(build, schedule, unroll)
 
 
-def node_from_schedule_map(build: isl.AstBuild, schedule: isl.UnionMap) -> isl.AstNode:
-    """``build.node_from_schedule_map(schedule)``; where isl fails inside (it does on
-    some quasi-affine schedules, "total dimensionality changed unexpectedly"), the same
-    schedule with each map simplified first -- equal maps, so the same instances in the
-    same order: only the representation isl starts from changes."""
-    try:
-        return build.node_from_schedule_map(schedule)
-    except isl.Error as e:
-        first = e
+def _options(n: int, unroll: tuple[int, ...], atomic: bool) -> isl.UnionMap | None:
+    """AST build options for a schedule of ``n`` dimensions: ``unroll`` for those
+    dimensions, and with ``atomic`` every other one ``atomic``; None if none."""
+    dims = ", ".join(f"d{k}" for k in range(n))
+    parts = [f"[{dims}] -> unroll[{k}]" for k in unroll]
+    if atomic:
+        parts += [f"[{dims}] -> atomic[{k}]" for k in range(n) if k not in unroll]
+    return isl.UnionMap(f"{{ {'; '.join(parts)} }}") if parts else None
+
+
+def node_from_schedule_map(build: isl.AstBuild, schedule: isl.UnionMap,
+                           unroll: tuple[int, ...] = ()) -> isl.AstNode:
+    """``build.node_from_schedule_map(schedule)`` with the dimensions ``unroll`` unrolled
+    completely.
+
+    isl (0.27) fails inside on some quasi-affine schedules, whatever their representation:
+    "total dimensionality changed unexpectedly" (isl_map_simplify.c).  Divisions of the
+    parameters bring it on: a descending strided loop puts the parity of ``n`` -- and, in
+    a host step, of the host iterators -- into the domains (tests/test_fuzz_regressions.py,
+    ``wavefront_descending_stride``).  So the schedule is tried as given, with each map
+    simplified first (equal maps: only the representation isl starts from changes), then
+    both again with every dimension that is not unrolled ``atomic``: each instance
+    generated in one place, without the splitting of a dimension's domain into pieces
+    generated one by one of isl's default strategy (and of ``separate``, which fails
+    alike).  The same instances in the same order every time; only the shape of the
+    loops and guards may differ."""
     maps = maps_of(schedule)
-    for simplify in SIMPLIFICATIONS:
-        try:
-            simpler = union_of(simplify(m) for m in maps)
-            return build.node_from_schedule_map(simpler)
-        except isl.Error:
-            continue
+    n = maps[0].dim(isl.dim_type.out) if maps else 0
+    first = None
+    for atomic in (False, True):
+        if atomic and all(k in unroll for k in range(n)):
+            break  # no dimension to make atomic: nothing else to try
+        options = _options(n, unroll, atomic)
+        with_options = build if options is None else build.set_options(options)
+        for simplify in (None, *SIMPLIFICATIONS):
+            try:
+                given = schedule if simplify is None else union_of(simplify(m) for m in maps)
+                return with_options.node_from_schedule_map(given)
+            except isl.Error as e:
+                if first is None:
+                    first = e
     raise first  # isl's own error on the schedule as given
 
 
