@@ -378,6 +378,11 @@ def plot(data: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def write(data: dict, out: Path) -> None:
+    (out / "polybench.json").write_text(json.dumps(data, indent=1, default=str))
+    (out / "polybench.md").write_text(markdown(data))
+
+
 def main(argv=None) -> int:
     catalog = json.loads((ROOT / "kernels" / "catalog.json").read_text())
     available = [k.split("/")[1][:-2] for k in catalog if k.startswith("polybench/")]
@@ -425,8 +430,8 @@ def main(argv=None) -> int:
         print(f"  {json.dumps({k: row.get(k) for k in ('ms', 'launches', 'skipped', 'error')})}",
               file=sys.stderr, flush=True)
         data["results"].append(row)
-        (out / "polybench.json").write_text(json.dumps(data, indent=1, default=str))
-        (out / "polybench.md").write_text(markdown(data))
+        write(data, out)  # after every kernel: a run stopped midway keeps what it measured
+    write(data, out)  # the recorded rows after the last kernel run now, too
     plot(data, out / "polybench.png")
     print(markdown(data))
     return 0
