@@ -34,9 +34,11 @@ import islpy as isl
 from polygpu.errors import SourceLoc
 from polygpu.frontend import ir
 from polygpu.model.build import _Builder, map_from_pw_affs
+from polygpu.model.isl_budget import OutOfBudget, isl_operation_budget
 from polygpu.model.isl_util import maps_of
 from polygpu.model.scop import Access, Loop, Scop, Statement
 from polygpu.transform.expand import (
+    EXPANSION_OPERATIONS,
     Refusal,
     _flow_into,
     _fresh_statement,
@@ -120,11 +122,19 @@ def snapshot_inputs(scop: Scop) -> Snapshot:
     for array in scop.arrays:
         if array.kind != "argument" or array.name not in written:
             continue
-        reads = entry_reads(scop, array.name)
-        if not reads:
+        try:
+            # bounded like the expansion: a snapshot only enables parallelism, and one
+            # isl cannot analyse within the budget is refused, never applied unproven
+            with isl_operation_budget(scop.context.get_ctx(), EXPANSION_OPERATIONS):
+                reads = entry_reads(scop, array.name)
+                if not reads:
+                    continue
+                new, record = _snapshot(scop, array, reads)
+                problem = verify_snapshot(new, record)
+        except OutOfBudget:
+            refused.append(Refusal(array.name, "analysing it took isl more than "
+                                   f"{EXPANSION_OPERATIONS:,} operations"))
             continue
-        new, record = _snapshot(scop, array, reads)
-        problem = verify_snapshot(new, record)
         if problem is not None:
             refused.append(Refusal(array.name, f"the snapshot failed the proof ({problem})"))
             continue
