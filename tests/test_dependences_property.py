@@ -109,6 +109,13 @@ def _load(path, name):
 @example(tree=[Loop("i", "0", "n", 2, [Loop("j", "0", "n", 1, [Loop("k", "0", "n", 1, [
     Guard(("j", "!=", "i"), [Stmt(("A", ("i + 0", "i + 0")), "=", [])],
           [Stmt(("A", ("i + 0", "n - 1 - i")), "+=", [])])])])])])
+# regression: a strided loop whose offset has rational coefficients (the parity of n
+# fixes i's residue: offset n/2-style) made compression() build a constraint with a
+# non-integer coefficient (exit 3); the equality is now scaled by the denominator
+@example(tree=[Loop("t", "0", "3", 1, [Loop("i", "n - 2", "-1", -2, [
+    Loop("j", "max(i - 3, 1)", "min(i + 2, n)", 1, [
+        Stmt(("B", ("j + 1", "j + i - 1")), "=", []),
+        Stmt(("A", ("2 * j - 1", "j + i - 1")), "=", [])])])])])
 def test_isl_dependences_match_brute_force(tree, tmp_path):
     k = next(_counter)
     py_path = tmp_path / f"nest_{k}.py"

@@ -129,6 +129,16 @@ CASES = {
       B[1][j + i - 1] = 0.5 * B[1][j + i] + 1.0;
     }
 """, {"tile": (4, 8), "threads": (2, 4)}, 0, 13),
+    # a strided loop's offset with rational coefficients: compression() asked isl for a
+    # constraint with a non-integer coefficient (exit 3 from expand_temporaries' proof)
+    "rational_stride_offset": ("""
+  for (int t = 0; t < 3; t += 1)
+    for (int i = n - 2; i > -1; i -= 2)
+      for (int j = max(i - 3, 1); j < min(i + 2, n); j += 1) {
+        B[j + 1][j + i - 1] = 1.0;
+        A[2 * j - 1][j + i - 1] = 1.0;
+      }
+""", {}, 0, 13),
 }
 
 

@@ -209,15 +209,20 @@ def compression(statement, strides: dict[int, tuple[isl.Val, isl.Aff]]
         else:
             stride, aff = strides[loop]
             strided.append(d)
-            c = c.set_coefficient_val(isl.dim_type.out, d, stride.neg())
-            for k in range(d):
-                c = c.set_coefficient_val(isl.dim_type.in_, k,
-                                          aff.get_coefficient_val(isl.dim_type.in_, k).neg())
+            # the offset may have rational coefficients (n/2 + i/2 where the parity of
+            # n + i fixes the residue); a constraint needs integers, so the equality is
+            # written times the offset's denominator: D x = D s x' + D offset
             aff = aff.align_params(space)
+            scale = aff.get_denominator_val()
+            c = c.set_coefficient_val(isl.dim_type.in_, d, scale)
+            c = c.set_coefficient_val(isl.dim_type.out, d, stride.mul(scale).neg())
+            for k in range(d):
+                c = c.set_coefficient_val(isl.dim_type.in_, k, aff.get_coefficient_val(
+                    isl.dim_type.in_, k).mul(scale).neg())
             for k in range(aff.dim(isl.dim_type.param)):
-                c = c.set_coefficient_val(isl.dim_type.param, k,
-                                          aff.get_coefficient_val(isl.dim_type.param, k).neg())
-            c = c.set_constant_val(aff.get_constant_val().neg())
+                c = c.set_coefficient_val(isl.dim_type.param, k, aff.get_coefficient_val(
+                    isl.dim_type.param, k).mul(scale).neg())
+            c = c.set_constant_val(aff.get_constant_val().mul(scale).neg())
         bmap = bmap.add_constraint(c)
     return (isl.Map.from_basic_map(bmap), frozenset(strided)) if strided else None
 
