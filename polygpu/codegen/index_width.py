@@ -64,8 +64,19 @@ def _unhosted(s: isl.Set, host: tuple[str, ...]) -> isl.Set:
     return s
 
 
+def _loose(s: isl.Set) -> isl.Set:
+    """``s`` without its existentially quantified constraints (strides, modulos): a
+    superset, so its extremes bound those of ``s``, and isl's extremes of it stay a
+    few affine pieces -- with the divisions, a stride-3 loop beside a copy made
+    ``dim_max`` build pieces whose evaluation took minutes."""
+    loose = s.remove_divs().coalesce()
+    return loose if loose.is_bounded() or not s.is_bounded() else s
+
+
 def _extremes(s: isl.Set, what: str, factor: int) -> list[IndexBound]:
-    """Bounds on the magnitude of every coordinate of ``s``."""
+    """Bounds on the magnitude of every coordinate of ``s`` (of a superset: exact up to
+    strides, and never below)."""
+    s = _loose(s)
     out = []
     for d in range(s.dim(isl.dim_type.set)):
         out.append(IndexBound(what, factor, (str(s.dim_max(d).coalesce()),)))
@@ -92,7 +103,7 @@ def index_bounds(scop: Scop, kernels) -> tuple[IndexBound, ...]:
         bounds += _extremes(dom, f"{SLACK} * the iterators of {s.name}", SLACK)
     for kernel in kernels:
         for piece in maps_of(kernel.schedule):
-            rng = _unhosted(piece.intersect_params(scop.context).range(), scop.host)
+            rng = _loose(_unhosted(piece.intersect_params(scop.context).range(), scop.host))
             bounds += _extremes(rng, f"{SLACK} * the tiled schedule of kernel "
                                 f"{kernel.index}", SLACK)
             for k, tile in enumerate(kernel.tile):
