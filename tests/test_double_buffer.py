@@ -74,6 +74,22 @@ def test_refused_where_the_single_barrier_would_not_do(path, params, variant, wh
     assert "pg_stage" not in c.program.source
 
 
+def test_not_with_device_steps(mm):
+    """In a device-steps kernel the blocks run in turn in one thread block with no
+    barrier between them: a block's first copy could overwrite what a slow thread still
+    reads for the previous block, so the memory stage keeps the buffers single there."""
+    from dataclasses import replace
+
+    from polygpu.memory.placement import plan_memory
+
+    variant = Variant.from_json({**FAST, "double_buffer": True})
+    c = compile_variant(mm, variant, {"n": 4096})
+    assert {b.stages for b in c.memory.buffers if b.space == "shared"} == {2}
+    steps = plan_memory(c.analysis, c.transformation, c.kernels,
+                        replace(variant, device_steps=True))
+    assert {b.stages for b in steps.buffers if b.space == "shared"} == {1}
+
+
 @pytest.mark.parametrize("n", [37, 77, 130])
 @pytest.mark.parametrize("prefetch", [False, True])
 def test_mm_double_buffer_exact_on_cpu(n, prefetch, capsys):

@@ -564,7 +564,12 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
         # recorded on the buffers, for the code generator and the search's cost model
         mine = [b for b in buffers if b.kernel == kernel.index]
         early = _prefetched(scop, kernel, mine)
-        stages = 2 if _double_buffered(kernel, mine, budget) else 1
+        # (not with device steps: a kernel's blocks then run one after another in one
+        # thread block, with no barrier between them, and each block starts again at
+        # stage 0 -- the next block's first copy could overwrite the buffer a slow
+        # thread still reads for the previous block's last tile)
+        stages = 2 if not variant.device_steps and _double_buffered(kernel, mine, budget) \
+            else 1
         buffers = [replace(b, prefetch=b.name in early,
                            stages=stages if b.space == "shared" else 1)
                    if b.kernel == kernel.index else b for b in buffers]
