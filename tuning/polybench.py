@@ -168,19 +168,18 @@ def _vendor(name: str, s: dict, torch):
     return None
 
 
-def time_vendor(name: str, sizes: dict, repeats: int = 20) -> dict | None:
+def _torch():
+    """torch with a CUDA device, or None."""
     try:
         import torch
     except ImportError:
         return None
-    if not torch.cuda.is_available():
-        return None
-    torch.backends.cuda.matmul.allow_tf32 = False
-    found = _vendor(name, sizes, torch)
-    if found is None:
-        return None
-    what, run = found
-    for _ in range(3):
+    return torch if torch.cuda.is_available() else None
+
+
+def _median_ms(torch, run, repeats: int, warmup: int = 3) -> float:
+    """Median milliseconds of ``run()`` between CUDA events, after ``warmup`` runs."""
+    for _ in range(warmup):
         run()
     torch.cuda.synchronize()
     times = []
@@ -191,32 +190,32 @@ def time_vendor(name: str, sizes: dict, repeats: int = 20) -> dict | None:
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return {"call": what, "ms": statistics.median(times), "library": f"torch {torch.__version__}"}
+    return statistics.median(times)
+
+
+def time_vendor(name: str, sizes: dict, repeats: int = 20) -> dict | None:
+    torch = _torch()
+    if torch is None:
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    found = _vendor(name, sizes, torch)
+    if found is None:
+        return None
+    what, run = found
+    return {"call": what, "ms": _median_ms(torch, run, repeats),
+            "library": f"torch {torch.__version__}"}
 
 
 def dgemm_gflops() -> float | None:
     """cuBLAS DGEMM at 4096^3 in this run: the double-precision compute roof."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
+    torch = _torch()
+    if torch is None:
         return None
     n = 4096
     a = torch.rand(n, n, dtype=torch.float64, device="cuda")
     b, c = torch.rand_like(a), torch.empty_like(a)
-    for _ in range(3):
-        torch.mm(a, b, out=c)
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(10):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        torch.mm(a, b, out=c)
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return 2 * n**3 / (statistics.median(times) * 1e-3) / 1e9
+    ms = _median_ms(torch, lambda: torch.mm(a, b, out=c), 10)
+    return 2 * n**3 / (ms * 1e-3) / 1e9
 
 
 # --------------------------------------------------------------------------------------

@@ -556,25 +556,31 @@ class GpuDevice:
         """CUDA events around each run's launches (not the copies), run ``r`` on
         ``calls[r % len(calls)]``; warm-ups are timed too, for the budget only."""
         budget = RunBudget(repeats, warmup, budget_ms)
-        k = len(calls)
-        with self.active() as cuda:
-            start, end = cuda.Event(), cuda.Event()
-
-            def one(r: int) -> float:
-                start.record()
-                calls[r % k].launch_all()
-                end.record()
-                end.synchronize()
-                return end.time_since(start)
-
-            warm: list[float] = []
-            while budget.more_warmups(warm):
-                warm.append(one(len(warm)))
-            cuda.Context.synchronize()
+        with self.active():
+            warm = self._warm_up(calls, budget)
             times: list[float] = []
             while budget.more_timed(times):
-                times.append(one(len(warm) + len(times)))
+                times.append(self._one_run(calls[(len(warm) + len(times)) % len(calls)]))
         return times
+
+    def _one_run(self, call: GpuCall) -> float:
+        """Milliseconds of one run of ``call``'s launches, between two CUDA events."""
+        with self.active() as cuda:
+            start, end = cuda.Event(), cuda.Event()
+            start.record()
+            call.launch_all()
+            end.record()
+            end.synchronize()
+            return end.time_since(start)
+
+    def _warm_up(self, calls: Sequence[GpuCall], budget: RunBudget) -> list[float]:
+        """The warm-up runs ``budget`` asks for, each timed (for the budget only)."""
+        warm: list[float] = []
+        while budget.more_warmups(warm):
+            warm.append(self._one_run(calls[len(warm) % len(calls)]))
+        with self.active() as cuda:
+            cuda.Context.synchronize()
+        return warm
 
     def time(self, program: KernelProgram, value_sets: Sequence[Mapping[str, object]],
              repeats: int, warmup: int, budget_ms: float | None = None) -> list[float]:
@@ -618,15 +624,7 @@ class GpuDevice:
         k = len(calls)
         n = len(calls[0].program.launches)
         with self.active() as cuda:
-            start, end = cuda.Event(), cuda.Event()
-            warm: list[float] = []
-            while budget.more_warmups(warm):
-                start.record()
-                calls[len(warm) % k].launch_all()
-                end.record()
-                end.synchronize()
-                warm.append(end.time_since(start))
-            cuda.Context.synchronize()
+            warm = self._warm_up(calls, budget)
             marks = [cuda.Event() for _ in range(1 + max(len(c.launches) for c in calls))]
             times: list[float] = []
             launches = []
