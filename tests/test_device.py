@@ -391,6 +391,24 @@ def test_run_budget_counts():
     assert runs(RunBudget(2, 0, 1.0), 5000.0) == (0, 2)  # never more than asked
 
 
+def test_run_budget_cutoff_stops_a_candidate_that_cannot_win():
+    """With a cutoff, timed runs stop after three once even the fastest is slower than
+    it; a candidate faster than the cutoff is timed in full."""
+    def timed(budget: RunBudget, ms) -> list[float]:
+        done = []
+        while budget.more_timed(done):
+            done.append(ms[len(done)] if isinstance(ms, list) else ms)
+        return done
+
+    assert len(timed(RunBudget(20, 3, None, 10.0), 12.0)) == 3
+    assert RunBudget(20, 3, None, 10.0).cut_off([12.0] * 3)
+    assert len(timed(RunBudget(20, 3, None, 10.0), 9.0)) == 20
+    # one run under the cutoff is enough to go on: the median could still win
+    assert len(timed(RunBudget(20, 3, None, 10.0), [12.0, 9.5] + [11.0] * 18)) == 20
+    assert len(timed(RunBudget(20, 3, 2000.0, 10.0), 12.0)) == 3
+    assert not RunBudget(20, 3).cut_off([1e9] * 3)
+
+
 @pytest.mark.parametrize("by_launch", [False, True])
 def test_fake_gpu_timing_stops_at_the_budget(by_launch):
     """A slow run (400 ms a run, by the fake's events) is timed 5 times after 2 warm-ups

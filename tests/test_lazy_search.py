@@ -112,6 +112,61 @@ def test_per_kernel_keeps_the_plan_when_the_combination_is_slower(plan):
     assert result.chosen == key and result.best.key == key
 
 
+def test_each_candidate_races_the_best_so_far():
+    """Every job after the first carries a cutoff of ``race`` x the best median measured
+    before it (the runner stops timing it there); ``race=None`` times all in full."""
+    class Recording(SyntheticRunner):
+        def __init__(self):
+            super().__init__()
+            self.jobs = []
+
+        def measure(self, job):
+            m = super().measure(job)
+            self.jobs.append((job.cutoff_ms, m.time_ms))
+            return m
+
+    runner = Recording()
+    tune(ATAX, EXTRALARGE, runner, options=TuneOptions(budget=5, jobs=1),
+         oracle=FixedResources())
+    assert runner.jobs[0][0] is None and len(runner.jobs) == 5
+    for i, (cutoff, _) in enumerate(runner.jobs[1:], 1):
+        best = min(t for _, t in runner.jobs[:i])
+        assert cutoff == pytest.approx(1.25 * best)
+    off = Recording()
+    tune(ATAX, EXTRALARGE, off, options=TuneOptions(budget=3, jobs=1, race=None),
+         oracle=FixedResources())
+    assert [c for c, _ in off.jobs] == [None] * 3
+
+
+def test_overlapped_measurement_is_the_same_search(monkeypatch):
+    """The model strategy is drawn from while the runner measures (in the tuner's
+    measuring thread), and that changes nothing: the same candidates are measured in
+    the same order, with the same cutoffs, as when each is measured before the next is
+    drawn."""
+    import threading
+
+    class Threads(SyntheticRunner):
+        def __init__(self):
+            super().__init__()
+            self.threads, self.cutoffs = set(), []
+
+        def measure(self, job):
+            self.threads.add(threading.current_thread().name)
+            self.cutoffs.append(job.cutoff_ms)
+            return super().measure(job)
+
+    overlapped = Threads()
+    first = _search(overlapped, budget=6)
+    monkeypatch.setattr(model.select, "pipelined", False)
+    sequential = Threads()
+    second = _search(sequential, budget=6)
+    assert all(t.startswith("polygpu-measure") for t in overlapped.threads)
+    assert sequential.threads == {threading.current_thread().name}
+    assert overlapped.calls == sequential.calls and len(overlapped.calls) == 6
+    assert overlapped.cutoffs == sequential.cutoffs
+    assert first.best.key == second.best.key
+
+
 @pytest.mark.parametrize("budget", [3, 8])
 def test_the_search_compiles_a_bounded_number_beyond_the_budget(counted, budget):
     oracle = FixedResources()

@@ -115,6 +115,33 @@ def test_broken_candidates_are_isolated_and_reported(runner, job):
     assert again.status == "ok" and again.time_ms > 0
 
 
+def test_one_child_serves_job_after_job_and_is_replaced_after_a_crash(job):
+    """The persistent child measures many jobs (set up once); a job that kills it is a
+    crash with its reason and the next job gets a fresh child; ``persistent=False``
+    starts one per job."""
+    with ProcessRunner("cpu", timeout_s=30, repeats=2, warmup=0) as runner:
+        first, second = runner.measure(job), runner.measure(job)
+        assert first.status == second.status == "ok"
+        assert first.extra["worker_pid"] == second.extra["worker_pid"]
+        assert set(second.extra["stages_s"]) == {"setup_and_check", "timing"}
+        dead = runner.measure(in_kernel(job, "trap", "__builtin_trap();"))
+        assert dead.status == "crash" and "SIG" in dead.reason, dead
+        after = runner.measure(job)
+        assert after.status == "ok" and after.extra["worker_pid"] != first.extra["worker_pid"]
+    single = ProcessRunner("cpu", timeout_s=30, repeats=2, warmup=0, persistent=False)
+    one, two = single.measure(job), single.measure(job)
+    assert one.status == two.status == "ok"
+    assert one.extra["worker_pid"] != two.extra["worker_pid"]
+
+
+def test_cutoff_stops_the_timing_and_is_recorded(job):
+    m = ProcessRunner("cpu", timeout_s=30, repeats=10, warmup=0).measure(
+        dataclasses.replace(job, cutoff_ms=1e-9))
+    assert m.status == "ok" and len(m.times_ms) == 3 and m.extra["cut_off_ms"] == 1e-9
+    full = ProcessRunner("cpu", timeout_s=30, repeats=5, warmup=0).measure(job)
+    assert len(full.times_ms) == 5 and "cut_off_ms" not in full.extra
+
+
 def test_bad_job_is_an_error_not_an_exception(runner, job):
     m = runner.measure(dataclasses.replace(job, key="bad-params", params={"m": 5}))
     assert m.status == "error" and "parameter" in m.reason

@@ -79,7 +79,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "(default 20 on the GPU)")
     p.add_argument("--time-budget", type=nonnegative_float, default=None, metavar="MS",
                    help="milliseconds of timed runs per candidate after which fewer than "
-                   "--repeats are taken, at least 3 (default 2000; 0: always --repeats)")
+                   "--repeats are taken, at least 3 (default 1000; 0: always --repeats)")
+    p.add_argument("--race", type=nonnegative_float, default=1.25, metavar="F",
+                   help="stop timing a candidate after 3 runs once even its fastest is over "
+                   "F times the best median so far: it cannot win (default 1.25; 0: time "
+                   "every candidate in full)")
     p.add_argument("--seed", type=seed_value, default=0,
                    help="random strategy and inputs (0 to 2**32-1)")
     p.add_argument("--jobs", type=count_value(1), metavar="N",
@@ -166,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
         min_concurrency=args.min_concurrency, seed=args.seed, jobs=args.jobs,
         check_params=check_params or None,
         defines=tuple(args.defines), include_dirs=tuple(args.include_dirs),
-        scalars=scalars)
+        scalars=scalars, race=args.race or None)
     out = Path(args.output)
     gpu = args.backend == "gpu" and not args.replay
     limits = device_limits() if gpu else SM_90

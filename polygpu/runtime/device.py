@@ -27,7 +27,8 @@ A :class:`Device` (:class:`CpuEmulator` or :class:`GpuDevice`) does, for one cal
    A ``budget_ms`` bounds a measurement's cost (:class:`RunBudget`): once the timed runs
    add up to it, and at least three ran, the rest are skipped (warm-ups likewise stop
    at a quarter of it), so a 200 ms host-stepped candidate costs the tuner seconds,
-   not 23 runs' worth.
+   not 23 runs' worth; a ``cutoff_ms`` stops the timed runs after three once even the
+   fastest is slower than it (the tuner's race against its best candidate).
    :meth:`Device.time_launches` also breaks each run down by launch (each entry of
    ``program.launches``, summed over its host steps): on the GPU one event before the
    first launch and one after each launch, so the launches' times add up to the run's;
@@ -157,11 +158,18 @@ class RunBudget:
     minute per candidate; beyond a second of timed runs the median barely moves.  With a
     budget, warm-ups stop once they add up to a quarter of it (the first always runs),
     timed runs once they add up to all of it and at least ``MIN_TIMED`` ran (or
-    ``repeats``, if fewer).  ``budget_ms=None``: exactly ``warmup`` and ``repeats``."""
+    ``repeats``, if fewer).  ``budget_ms=None``: exactly ``warmup`` and ``repeats``.
+
+    ``cutoff_ms`` races a candidate against the best one measured so far: once
+    ``MIN_TIMED`` runs are timed and even the fastest of them took longer than
+    ``cutoff_ms``, the rest are skipped -- the median of what ran is above the cutoff, so
+    a search comparing medians loses nothing by it (the tuner sets a margin above its
+    best median).  The warm-ups still run in full, so the timed runs are warm."""
 
     repeats: int
     warmup: int
     budget_ms: float | None = None
+    cutoff_ms: float | None = None
 
     MIN_TIMED = 3
 
@@ -173,8 +181,15 @@ class RunBudget:
     def more_timed(self, done_ms: Sequence[float]) -> bool:
         if len(done_ms) >= self.repeats:
             return False
+        if self.cut_off(done_ms):
+            return False
         return (self.budget_ms is None or len(done_ms) < self.MIN_TIMED
                 or sum(done_ms) < self.budget_ms)
+
+    def cut_off(self, done_ms: Sequence[float]) -> bool:
+        """Whether the timed runs ``done_ms`` stop at the cutoff (see the class doc)."""
+        return (self.cutoff_ms is not None and len(done_ms) >= self.MIN_TIMED
+                and min(done_ms) > self.cutoff_ms)
 
 
 # --------------------------------------------------------------------------------------
@@ -198,14 +213,16 @@ class Device(Protocol):
         any may be written), the only ones copied back and the ones aliasing refuses."""
 
     def time(self, program: KernelProgram, value_sets: Sequence[Mapping[str, object]],
-             repeats: int, warmup: int, budget_ms: float | None = None) -> list[float]:
+             repeats: int, warmup: int, budget_ms: float | None = None,
+             cutoff_ms: float | None = None) -> list[float]:
         """Milliseconds of ``repeats`` runs after ``warmup`` untimed ones, run ``r`` on
-        ``value_sets[r % len(value_sets)]``; fewer where ``budget_ms`` says so
-        (:class:`RunBudget`)."""
+        ``value_sets[r % len(value_sets)]``; fewer where ``budget_ms`` or ``cutoff_ms``
+        says so (:class:`RunBudget`)."""
 
     def time_launches(self, program: KernelProgram,
                       value_sets: Sequence[Mapping[str, object]], repeats: int,
-                      warmup: int, budget_ms: float | None = None) -> LaunchTimes:
+                      warmup: int, budget_ms: float | None = None,
+                      cutoff_ms: float | None = None) -> LaunchTimes:
         """As :meth:`time`, with each run broken down by launch (:class:`LaunchTimes`)."""
 
 
@@ -253,17 +270,19 @@ class CpuEmulator:
         compiled.run(values, steps=[(s.index, s.host) for s in plan])
 
     def time(self, program: KernelProgram, value_sets: Sequence[Mapping[str, object]],
-             repeats: int, warmup: int, budget_ms: float | None = None) -> list[float]:
-        return list(self._timed(program, value_sets, RunBudget(repeats, warmup, budget_ms),
-                                by_launch=False).times_ms)
+             repeats: int, warmup: int, budget_ms: float | None = None,
+             cutoff_ms: float | None = None) -> list[float]:
+        budget = RunBudget(repeats, warmup, budget_ms, cutoff_ms)
+        return list(self._timed(program, value_sets, budget, by_launch=False).times_ms)
 
     def time_launches(self, program: KernelProgram,
                       value_sets: Sequence[Mapping[str, object]], repeats: int,
-                      warmup: int, budget_ms: float | None = None) -> LaunchTimes:
+                      warmup: int, budget_ms: float | None = None,
+                      cutoff_ms: float | None = None) -> LaunchTimes:
         """As :meth:`time`; each launch timed by the wall clock in the emulator's host
         code (``polygpu_run_timed``)."""
-        return self._timed(program, value_sets, RunBudget(repeats, warmup, budget_ms),
-                           by_launch=True)
+        budget = RunBudget(repeats, warmup, budget_ms, cutoff_ms)
+        return self._timed(program, value_sets, budget, by_launch=True)
 
     def _timed(self, program: KernelProgram, value_sets: Sequence[Mapping[str, object]],
                budget: RunBudget, by_launch: bool) -> LaunchTimes:
@@ -552,10 +571,11 @@ class GpuDevice:
                 call.close()
 
     def time_calls(self, calls: Sequence[GpuCall], repeats: int, warmup: int,
-                   budget_ms: float | None = None) -> list[float]:
+                   budget_ms: float | None = None, cutoff_ms: float | None = None
+                   ) -> list[float]:
         """CUDA events around each run's launches (not the copies), run ``r`` on
         ``calls[r % len(calls)]``; warm-ups are timed too, for the budget only."""
-        budget = RunBudget(repeats, warmup, budget_ms)
+        budget = RunBudget(repeats, warmup, budget_ms, cutoff_ms)
         with self.active():
             warm = self._warm_up(calls, budget)
             times: list[float] = []
@@ -583,22 +603,24 @@ class GpuDevice:
         return warm
 
     def time(self, program: KernelProgram, value_sets: Sequence[Mapping[str, object]],
-             repeats: int, warmup: int, budget_ms: float | None = None) -> list[float]:
+             repeats: int, warmup: int, budget_ms: float | None = None,
+             cutoff_ms: float | None = None) -> list[float]:
         """As :meth:`time_calls` on freshly prepared ``value_sets``; every NumPy array is
         left as the last run on it made it."""
         return self._on_prepared(program, value_sets, lambda calls: self.time_calls(
-            calls, repeats, warmup, budget_ms))
+            calls, repeats, warmup, budget_ms, cutoff_ms))
 
     def time_launches(self, program: KernelProgram,
                       value_sets: Sequence[Mapping[str, object]], repeats: int,
-                      warmup: int, budget_ms: float | None = None) -> LaunchTimes:
+                      warmup: int, budget_ms: float | None = None,
+                      cutoff_ms: float | None = None) -> LaunchTimes:
         """As :meth:`time`, each run broken down by launch: an event before the first
         launch and one after every launch (host steps included), so a launch's time is
         the gap between its two events and the launches add up to the run.  The events
         between launches cost the GPU a little (what :meth:`time` avoids): ask for the
         breakdown only where it is used."""
         return self._on_prepared(program, value_sets, lambda calls: self.time_calls_by_launch(
-            calls, repeats, warmup, budget_ms))
+            calls, repeats, warmup, budget_ms, cutoff_ms))
 
     def _on_prepared(self, program: KernelProgram,
                      value_sets: Sequence[Mapping[str, object]], measure):
@@ -618,9 +640,10 @@ class GpuDevice:
                 call.close()
 
     def time_calls_by_launch(self, calls: Sequence[GpuCall], repeats: int,
-                             warmup: int, budget_ms: float | None = None) -> LaunchTimes:
+                             warmup: int, budget_ms: float | None = None,
+                      cutoff_ms: float | None = None) -> LaunchTimes:
         """:meth:`time_calls` with the breakdown of :meth:`time_launches`."""
-        budget = RunBudget(repeats, warmup, budget_ms)
+        budget = RunBudget(repeats, warmup, budget_ms, cutoff_ms)
         k = len(calls)
         n = len(calls[0].program.launches)
         with self.active() as cuda:

@@ -69,6 +69,9 @@ class Job:
     # also time each launch (Measurement.launch_ms): events between the launches, so
     # asked only where the breakdown is used (the per-kernel strategy's programs)
     launch_times: bool = False
+    # race against the search's best so far: stop timing after three runs once even the
+    # fastest is slower than this (RunBudget.cutoff_ms); None: time in full
+    cutoff_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,25 @@
 """Runners: measure candidates in a child process (GPU or CPU emulator), or replay records.
 
-:class:`ProcessRunner` runs every job in a fresh child (``python -m
-polygpu.search.runner JOBDIR``, its own session and process group), so nothing a candidate
-does can take the search down: a segfault, an illegal address that poisons the CUDA
-context, or a kernel that never returns ends the child, not the parent, and comes back as
-a :class:`~polygpu.search.measurement.Measurement` with status ``crash`` or ``timeout``.
+:class:`ProcessRunner` runs jobs in a child process (``python -m polygpu.search.runner``,
+its own session and process group), so nothing a candidate does can take the search
+down: a segfault, an illegal address that poisons the CUDA context, or a kernel that
+never returns ends the child, not the parent, and comes back as a
+:class:`~polygpu.search.measurement.Measurement` with status ``crash`` or ``timeout``.
 The parent never imports PyCUDA, never creates a CUDA context and never forks one.
+By default one child serves job after job (``--serve``: Python, the region's model and
+the CUDA context are set up once, not per candidate -- seconds of a one-minute tune) and
+is replaced after any job that did not end ``ok``, ``wrong`` or ``compile-error`` (a
+crash, a timeout, a runner error: whatever could have left its context or memory in
+doubt); ``persistent=False`` starts a fresh child per job.
 
 In the child, a job is
 
 1. compiled (``compile-error`` with nvcc's or g++'s first lines);
 2. checked against the sequential reference at ``job.check_params``
    (:func:`polygpu.runtime.check.check_program`, poisoned outputs and red zones), every
-   time, with nothing cached from another child: a wrong candidate (``wrong``) is never
-   timed, so it can never win;
+   time, nothing of another job's check reused (a serving child keeps only the region's
+   parsed model, by the file's size and time, and its device): a wrong candidate
+   (``wrong``) is never timed, so it can never win;
 3. timed at ``job.params`` on fresh random inputs.  GPU: CUDA events around all launches
    of one run, ``warmup`` untimed runs then ``repeats`` timed ones, the median; runs stop
    early once they add up to ``budget_ms`` (at least three timed:
@@ -50,6 +56,7 @@ import math
 import os
 import pickle
 import re
+import select
 import shutil
 import signal
 import statistics
@@ -81,8 +88,10 @@ _ROOT = Path(polygpu.__file__).resolve().parent.parent  # what the child needs o
 _REASON_LINES = 20  # lines of compiler output or stderr kept in a reason
 _DEFAULTS = {"gpu": (20, 3), "cpu": (3, 1)}  # backend -> (repeats, warmup)
 # milliseconds of timed runs per candidate beyond which fewer than ``repeats`` are taken:
-# a second or two of runs fixes the median of a slow candidate as well as 20 runs do
-DEFAULT_BUDGET_MS = 2000.0
+# a second of runs fixes the median of a slow candidate as well as 20 runs do (a 100 ms
+# host-stepped stencil: 10 runs, spread under 1 % on the H100), and a one-minute tune
+# of ten such candidates cannot afford more
+DEFAULT_BUDGET_MS = 1000.0
 # CUDA errors that mean the kernel faulted (an error of the candidate, not of the runner)
 _GPU_FAULT = re.compile(r"illegal|misaligned|launch fail|unspecified launch|exception|trap"
                         r"|address space|cuCtxSynchronize|cuMemcpy|cuEvent"
@@ -187,12 +196,14 @@ class ProcessRunner:
     :class:`~polygpu.runtime.device.RunBudget`).  ``l2_bytes``
     overrides the device's L2 size for the rotation count (on the CPU, rotation happens
     only when it is given).  ``timeout_s`` bounds the whole child: compile, check, timing.
-    ``device``: the CUDA device index the children measure on.
+    ``device``: the CUDA device index the children measure on.  ``persistent``: one child
+    serves many jobs (see the module docstring); :meth:`close` (or ``with``) ends it, and
+    it ends by itself when the parent exits.
     """
 
     def __init__(self, backend: str = "gpu", timeout_s: float = 60.0, repeats: int | None = None,
                  warmup: int | None = None, l2_bytes: int | None = None, device: int = 0,
-                 budget_ms: float | None = DEFAULT_BUDGET_MS):
+                 budget_ms: float | None = DEFAULT_BUDGET_MS, persistent: bool = True):
         if backend not in _DEFAULTS:
             raise ValueError(f"unknown backend {backend!r} (gpu or cpu)")
         self.backend = backend
@@ -202,7 +213,27 @@ class ProcessRunner:
         self.l2_bytes = l2_bytes
         self.device = device
         self.budget_ms = budget_ms
+        self.persistent = persistent
         self._environment: Environment | None = None
+        self._server: _Server | None = None
+
+    def close(self) -> None:
+        """End the serving child, if any (a later job starts another)."""
+        if self._server is not None:
+            self._server.kill()
+            self._server = None
+
+    def __enter__(self) -> ProcessRunner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 -- interpreter teardown
+            pass
 
     def environment(self) -> Environment:
         """Where this runner measures; asked of a child once (the parent never opens a
@@ -240,10 +271,35 @@ class ProcessRunner:
                     "warmup": self.warmup, "l2_bytes": self.l2_bytes, "device": self.device,
                     "budget_ms": self.budget_ms}
             (directory / "job.pkl").write_bytes(pickle.dumps(task))
+            if self.persistent:
+                return self._served(job, directory)
             rc, timed_out, log = self._spawn([str(directory)], directory, self.timeout_s)
             result = _read_result(directory / "result.pkl")
         if result is not None:
             return result
+        return self._failed(job, timed_out, rc, log)
+
+    def _served(self, job: Job, directory: Path) -> Measurement:
+        """The job measured by the serving child (started now if there is none); the
+        child replaced after anything but a clean verdict."""
+        if self._server is None:
+            self._server = _Server(self.backend)
+        server = self._server
+        start = server.log_size()
+        outcome = server.run(directory, self.timeout_s)
+        result = _read_result(directory / "result.pkl") if outcome == "done" else None
+        if result is not None and result.status in _CLEAN:
+            return result
+        log = server.log_since(start)
+        # its context or memory may be in doubt: the next job starts afresh
+        if outcome == "timeout":
+            self.close()
+        rc = server.returncode() if outcome == "died" else None
+        self.close()
+        return result if result is not None else \
+            self._failed(job, outcome == "timeout", rc, log)
+
+    def _failed(self, job: Job, timed_out: bool, rc: int | None, log: str) -> Measurement:
         if timed_out:
             return Measurement(job.key, "timeout", reason=(
                 f"no result after {self.timeout_s:g} s (compile, check, {self.warmup} warm-up "
@@ -253,12 +309,11 @@ class ProcessRunner:
                            f"result; its output ends:\n{_tail(log)}",
                            extra={"exit_code": rc})
 
+
     def _spawn(self, args: list[str], directory: Path, timeout: float) -> tuple[int, bool, str]:
         """Run the child in its own session; on timeout kill its whole process group (the
         emulator's threads, a compiler it started).  (exit code, timed out, its output)."""
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
+        env = _child_env()
         log = directory / "output.txt"
         with open(log, "wb") as out:
             proc = subprocess.Popen(
@@ -281,6 +336,102 @@ class ProcessRunner:
                     proc.wait()
         return proc.returncode, timed_out, log.read_text(errors="replace")
 
+
+# statuses after which a serving child goes on to the next job: the candidate ran to a
+# verdict in an intact process (a wrong result is seen by the check, in red-zoned
+# buffers that are freed after it)
+_CLEAN = frozenset({"ok", "wrong", "compile-error"})
+
+
+class _Server:
+    """The parent's handle on a serving child: job directories go down one pipe, one
+    line per job, and come back up another when the child has written the result."""
+
+    def __init__(self, backend: str):
+        self.directory = Path(tempfile.mkdtemp(prefix=f"polygpu-{backend}-serve-"))
+        self.log = self.directory / "output.txt"
+        job_r, self.jobs = os.pipe()
+        self.done, done_w = os.pipe()
+        try:
+            with open(self.log, "wb") as out:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-X", "faulthandler", "-m", "polygpu.search.runner",
+                     "--serve", str(job_r), str(done_w)],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                    env=_child_env(), start_new_session=True, pass_fds=(job_r, done_w))
+        except BaseException:
+            for fd in (self.jobs, self.done):
+                os.close(fd)
+            raise
+        finally:
+            os.close(job_r)
+            os.close(done_w)
+        self._buffer = b""
+
+    def log_size(self) -> int:
+        try:
+            return self.log.stat().st_size
+        except OSError:
+            return 0
+
+    def log_since(self, offset: int) -> str:
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(offset)
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def run(self, directory: Path, timeout: float) -> str:
+        """"done", "timeout" or "died" (the child exited, or closed its pipe)."""
+        try:
+            os.write(self.jobs, f"{directory}\n".encode())
+        except OSError:
+            return "died"
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return "timeout"
+            ready, _, _ = select.select([self.done], [], [], left)
+            if ready:
+                chunk = os.read(self.done, 4096)
+                if not chunk:
+                    return "died"
+                self._buffer += chunk
+        _, _, self._buffer = self._buffer.partition(b"\n")
+        return "done"
+
+    def returncode(self) -> int | None:
+        try:
+            return self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        """The child's whole process group killed, the pipes closed, its files gone."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        for fd in (self.jobs, self.done):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
 
 def _read_result(path: Path) -> Measurement | None:
     try:
@@ -439,8 +590,8 @@ def run_job(job: Job, backend: str, repeats: int, warmup: int,
     :class:`~polygpu.runtime.device.RunBudget`."""
     state: dict[str, object] = {"check": "", "extra": {}}
     try:
-        return _run_job(job, backend, RunBudget(repeats, warmup, budget_ms), l2_bytes, state,
-                        device)
+        return _run_job(job, backend, RunBudget(repeats, warmup, budget_ms, job.cutoff_ms),
+                        l2_bytes, state, device)
     except CompileError as e:
         status, reason = "compile-error", _head(str(e))
     except Exception as e:
@@ -464,11 +615,15 @@ def _run_job(job, backend, budget, l2_bytes, state, index=0) -> Measurement:
     from polygpu.runtime.device import CpuEmulator, GpuDevice
 
     extra = state["extra"]
-    source = load(job.spec, job.function, job.defines, job.include_dirs)
-    scop = build_scop(source)
+    extra["worker_pid"] = os.getpid()  # which child measured it (a serving one: many)
+    started = time.perf_counter()
+    source, scop = _kept(("region", job.spec, job.function, job.defines, job.include_dirs,
+                          _stamp(job.spec)),
+                         lambda: _region(load(job.spec, job.function, job.defines,
+                                              job.include_dirs), build_scop))
     # compile first, so a compiler error is reported as one, not as a failed check
     if backend == "gpu":
-        device = GpuDevice(index)
+        device = _kept(("gpu", index), lambda: GpuDevice(index))
         _install_gpu_module(job, extra, device)
     else:
         device = CpuEmulator()
@@ -478,6 +633,7 @@ def _run_job(job, backend, budget, l2_bytes, state, index=0) -> Measurement:
     result = check_program(checked, scop, job.spec, job.check_params, backend=device,
                            seed=job.seed, defines=job.defines, include_dirs=job.include_dirs,
                            scalars=job.scalars)
+    checked_at = time.perf_counter()
     state["check"] = result.message.splitlines()[0]
     extra["check_error"] = max(result.max_relative_error.values(), default=0.0)
     extra["check_threshold"] = result.threshold
@@ -501,8 +657,37 @@ def _run_job(job, backend, budget, l2_bytes, state, index=0) -> Measurement:
     timer = _time_gpu if backend == "gpu" else _time_cpu
     times = timer(job.program, values, total, budget, l2_bytes, device, extra, job.launch_times)
     extra["timed_runs"] = len(times)
+    # where the child's time went (the time to start it is the job's wall_s minus these)
+    extra["stages_s"] = {"setup_and_check": round(checked_at - started, 3),
+                         "timing": round(time.perf_counter() - checked_at, 3)}
     return Measurement(job.key, "ok", time_ms=statistics.median(times), times_ms=tuple(times),
                        check=state["check"], extra=extra)
+
+
+# what a serving child keeps between jobs (None in a one-job child: nothing to keep)
+_KEPT: dict | None = None
+
+
+def _kept(key, make):
+    """``make()``, kept under ``key`` while this child serves jobs."""
+    if _KEPT is None:
+        return make()
+    if key not in _KEPT:
+        _KEPT[key] = make()
+    return _KEPT[key]
+
+
+def _stamp(spec: str) -> tuple:
+    """The region file's size and modification time: an edit between two jobs is seen."""
+    try:
+        st = os.stat(spec.split(":")[0] if not os.path.exists(spec) else spec)
+        return st.st_size, st.st_mtime_ns
+    except OSError:
+        return ()
+
+
+def _region(source, build_scop):
+    return source, build_scop(source)
 
 
 def _rotated(values: Mapping[str, object], k: int) -> list[dict[str, object]]:
@@ -527,13 +712,18 @@ def _timed(device, program, value_sets, budget: RunBudget, extra, by_launch: boo
     median in ``extra["launch_ms"]``."""
     if budget.budget_ms is not None:
         extra["budget_ms"] = budget.budget_ms
+    cutoff = {} if budget.cutoff_ms is None else {"cutoff_ms": budget.cutoff_ms}
     if not by_launch:
-        return device.time(program, value_sets, budget.repeats, budget.warmup,
-                           budget.budget_ms)
-    timed = device.time_launches(program, value_sets, budget.repeats, budget.warmup,
-                                 budget.budget_ms)
-    extra["launch_ms"] = list(timed.medians())
-    return list(timed.times_ms)
+        times = device.time(program, value_sets, budget.repeats, budget.warmup,
+                            budget.budget_ms, **cutoff)
+    else:
+        timed = device.time_launches(program, value_sets, budget.repeats, budget.warmup,
+                                     budget.budget_ms, **cutoff)
+        extra["launch_ms"] = list(timed.medians())
+        times = list(timed.times_ms)
+    if budget.cut_off(times):
+        extra["cut_off_ms"] = budget.cutoff_ms  # slower than the race's cutoff: stopped
+    return times
 
 
 def _arch_matches(arch: str, major: int, minor: int) -> bool:
@@ -629,13 +819,35 @@ def _child(argv: list[str]) -> int:
         from polygpu.search.tuner import compile_server
 
         return compile_server(int(argv[1]))
-    directory = Path(argv[0])
+    if argv[:1] == ["--serve"]:  # ProcessRunner's persistent child
+        return _serve(int(argv[1]), int(argv[2]))
+    _job_in(Path(argv[0]))
+    return 0
+
+
+def _job_in(directory: Path) -> None:
+    """The job in ``directory`` run, its result written there."""
     task = pickle.loads((directory / "job.pkl").read_bytes())
     m = run_job(task["job"], task["backend"], task["repeats"], task["warmup"], task["l2_bytes"],
                 task.get("device", 0), task.get("budget_ms"))
     tmp = directory / "result.pkl.tmp"
     tmp.write_bytes(pickle.dumps(m))
     os.replace(tmp, directory / "result.pkl")  # whole or absent, even if killed now
+
+
+def _serve(jobs_fd: int, done_fd: int) -> int:
+    """Job after job: a directory per line in, the same line out once its result is
+    written; ends when the parent closes the pipe (or exits).  The region's model and
+    the device are kept between jobs (:data:`_KEPT`)."""
+    global _KEPT
+    _KEPT = {}
+    with os.fdopen(jobs_fd, "r", encoding="utf-8") as jobs, \
+            os.fdopen(done_fd, "w", encoding="utf-8", buffering=1) as done:
+        for line in jobs:
+            _job_in(Path(line.rstrip("\n")))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            done.write(line if line.endswith("\n") else line + "\n")
     return 0
 
 

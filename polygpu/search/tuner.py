@@ -112,6 +112,10 @@ class TuneOptions:
     defines: tuple[str, ...] = ()
     include_dirs: tuple[str, ...] = ()
     scalars: Mapping[str, float] | None = None  # float scalar parameters (default: random)
+    # race each candidate against the best median so far: its timed runs stop after three
+    # once even the fastest is slower than ``race`` x that median (it cannot win); None
+    # or 0: every candidate timed in full (e.g. for plots of the whole space)
+    race: float | None = 1.25
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
@@ -120,6 +124,8 @@ class TuneOptions:
             raise PolygpuError("--budget must be at least 1")
         if self.traffic_slack < 0 or not 0 <= self.min_concurrency <= 1:
             raise PolygpuError("--traffic-slack >= 0 and 0 <= --min-concurrency <= 1")
+        if self.race and self.race < 1:
+            raise PolygpuError("--race must be at least 1 (or 0: off)")
 
 
 @dataclass(frozen=True)
@@ -467,6 +473,15 @@ class SearchPool(Pool):
         self.session.generate(batch)
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A candidate handed to the runner: :meth:`Session.start` made its job,
+    :meth:`Session.finish` records what the runner returns."""
+
+    candidate: Candidate
+    job: Job
+
+
 class Session:
     """The measuring side of one :func:`tune` call: compiles variants into the pool
     (identical code measured once), measures candidates (reusing the database,
@@ -639,6 +654,16 @@ class Session:
         budget is spent (``c`` then at stage ``budget``).  ``launch_times``: a program
         of several launches is timed with its launches broken down (a recorded
         measurement without the breakdown is timed again)."""
+        step = self.start(c, launch_times=launch_times)
+        if not isinstance(step, Pending):
+            return step
+        return self.finish(step, self.runner.measure(step.job))
+
+    def start(self, c: Candidate, *, launch_times: bool = False
+              ) -> Pending | Candidate | None:
+        """The first half of :meth:`measure`: ``c`` settled without the runner (measured
+        earlier, reused, invalid, or None when the budget is spent), else the
+        :class:`Pending` job for the runner, counted against the budget now."""
         c = self.candidates.get(c.key, c)
         program = self.programs.get(c.key)
         several = len(program.launches) > 1 if program is not None else len(c.launches) > 1
@@ -649,44 +674,69 @@ class Session:
         found = self.recorded.get(c.key)
         if found is not None and not (wanted and found.status == "ok"
                                       and found.launch_ms is None):
-            c = replace(c, stage="reused", measurement=found)
             self.state.reused += 1
-        elif self.budget_left() == 0:
+            return self._settle(replace(c, stage="reused", measurement=found))
+        if self.budget_left() == 0:
             self._set(replace(c, stage="budget",
                               reason=f"the budget of {self.options.budget} was spent"))
             return None
-        else:
-            if program is None:  # costed only: its code now
+        if program is None:  # costed only: its code now
+            self.generate([c])
+            c = self.candidates[c.key]
+            program = self.programs.get(c.key)
+            if program is None:
+                return c  # invalid, or a duplicate of another candidate
+        try:
+            check_program = self.check_program(c)
+        except PolygpuError as e:
+            c = replace(c, stage="invalid", reason=str(e).splitlines()[0])
+            self._set(c)
+            return c
+        options = self.options
+        best = self.state.best_ms
+        # no race where the launch breakdown is wanted: it feeds other plans' times
+        cutoff = best * options.race if options.race and best is not None \
+            and not wanted else None
+        job = Job(key=c.key, spec=self.spec, function=self.function,
+                  program=program, check_program=check_program,
+                  params=dict(self.params),
+                  check_params=_check_params(options, self.params, c.variant),
+                  defines=tuple(options.defines),
+                  include_dirs=tuple(options.include_dirs),
+                  cubin=self.pool.cubins.get(c.key) if self.pool is not None else None,
+                  arch=self.arch, seed=options.seed, scalars=dict(options.scalars or {}),
+                  launch_times=wanted, cutoff_ms=cutoff)
+        self.timed += 1
+        return Pending(c, job)
+
+    def prefetch(self, c: Candidate) -> None:
+        """Generate now what :meth:`start` would generate for ``c`` (its program, its
+        check program), to overlap that work with a measurement; any failure is left
+        for :meth:`start` to meet and record."""
+        c = self.candidates.get(c.key, c)
+        if c.measurement is not None or c.key in self.recorded or self.budget_left() == 0:
+            return
+        try:
+            if c.key not in self.programs:
                 self.generate([c])
-                c = self.candidates[c.key]
-                program = self.programs.get(c.key)
-                if program is None:
-                    return c  # invalid, or a duplicate of another candidate
-            try:
-                check_program = self.check_program(c)
-            except PolygpuError as e:
-                c = replace(c, stage="invalid", reason=str(e).splitlines()[0])
-                self._set(c)
-                return c
-            options = self.options
-            job = Job(key=c.key, spec=self.spec, function=self.function,
-                      program=program, check_program=check_program,
-                      params=dict(self.params),
-                      check_params=_check_params(options, self.params, c.variant),
-                      defines=tuple(options.defines),
-                      include_dirs=tuple(options.include_dirs),
-                      cubin=self.pool.cubins.get(c.key) if self.pool is not None else None,
-                      arch=self.arch, seed=options.seed, scalars=dict(options.scalars or {}),
-                      launch_times=wanted)
-            m = self.runner.measure(job)
-            self.timed += 1
-            row = None
-            if self.database is not None:
-                row = self.database.record(spec=self.spec, function=self.function_name,
-                                           source_hash=self.digest, params=self.params,
-                                           env=self.env, m=m)
-            self._record_kernels(c, m, row)
-            c = replace(c, stage="timed", measurement=m)
+            if c.key in self.programs:
+                self.check_program(self.candidates[c.key])
+        except PolygpuError:
+            pass
+
+    def finish(self, pending: Pending, m: Measurement) -> Candidate:
+        """The second half of :meth:`measure`: the runner's measurement recorded (the
+        database, the kernel times) and the candidate settled."""
+        c = pending.candidate
+        row = None
+        if self.database is not None:
+            row = self.database.record(spec=self.spec, function=self.function_name,
+                                       source_hash=self.digest, params=self.params,
+                                       env=self.env, m=m)
+        self._record_kernels(c, m, row)
+        return self._settle(replace(c, stage="timed", measurement=m))
+
+    def _settle(self, c: Candidate) -> Candidate:
         self._set(c)
         self.order.append(c.key)
         state, m = self.state, c.measurement
@@ -801,8 +851,11 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
         left = session.budget_left()
         session.expect(len(kept) if isinstance(kept, Sequence) else
                        left if left is not None else len(pool.candidates))
-        for c in kept:
-            session.measure(c)
+        if getattr(strategy, "pipelined", False):
+            _measure_overlapped(session, kept)
+        else:
+            for c in kept:
+                session.measure(c)
     finally:
         _SERVICE.close()
         _SERVICE = outer
@@ -826,6 +879,31 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
                       order=tuple(session.order),
                       work={"costed": session.sketched, "generated": session.generated,
                             "checks": session.checked})
+
+
+def _measure_overlapped(session: Session, kept) -> None:
+    """Measure what the strategy yields, the runner working on one candidate while the
+    strategy costs and builds the next (CPU work: isl, code generation, nvcc) -- in
+    order, one measurement at a time, as :meth:`Session.measure` would: candidate i is
+    finished (recorded, the best so far updated) before i + 1 is started, so its race
+    cutoff and the budget are what a sequential search would use.  Only for strategies
+    that never measure inside their walk (``pipelined``)."""
+    items = iter(kept)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="polygpu-measure") \
+            as worker:
+        pending, running = None, None
+        while True:
+            c = next(items, None)  # the strategy's work overlaps the measurement
+            if c is not None and running is not None:
+                session.prefetch(c)  # and so does generating c's programs
+            if running is not None:
+                session.finish(pending, running.result())
+                pending, running = None, None
+            if c is None:
+                return
+            step = session.start(c)
+            if isinstance(step, Pending):
+                pending, running = step, worker.submit(session.runner.measure, step.job)
 
 
 def _check_params(options: TuneOptions, params, variant) -> dict[str, int]:

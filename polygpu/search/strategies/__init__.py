@@ -2,8 +2,11 @@
 which order.
 
 A strategy is a function ``(pool, options) -> candidates to time, in order``: a list,
-or an iterator the tuner draws from one candidate at a time (measuring each before it
-asks for the next, so a strategy can read the budget left).  It gets a
+or an iterator the tuner draws from one candidate at a time (each counted against the
+budget before it asks for the next, so a strategy can read the budget left).  A
+strategy marked ``pipelined`` (one that never measures inside its walk) is drawn from
+while the previous candidate is being measured, so its CPU work overlaps the GPU's;
+the measurements still run one at a time, in order.  It gets a
 :class:`~polygpu.search.tuner.SearchPool` whose candidates are the space's variants,
 not costed yet (stage ``unexplored``); it costs them (``pool.sketch``: the model's
 numbers without code), builds them (``pool.build``: code, then the resource oracle),

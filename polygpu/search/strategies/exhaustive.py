@@ -9,6 +9,9 @@ def select(pool, options):
     return walk(pool, [c.key for c in pool.at("unexplored")])
 
 
+select.pipelined = True  # type: ignore[attr-defined]  # never measures itself
+
+
 def walk(pool, keys: list[str]):
     """The candidates of ``keys`` in that order, each costed and built only when it is
     about to be timed (:data:`~polygpu.search.explore.LOOKAHEAD` at a time), invalid ones

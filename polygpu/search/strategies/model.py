@@ -46,21 +46,34 @@ def select(pool, options):
     return _search(pool, session, options)
 
 
+select.pipelined = True  # type: ignore[attr-defined]  # never measures itself
+
+
 def _search(pool, session, options):
     space = [c.variant for c in pool.at("unexplored")]
     in_space = {c.key for c in pool.at("unexplored")}
     left = session.budget_left()
+    timed_first = PLANS if left is None else min(PLANS, left)
     # every plan the default ranked is costed: they seed the walk across the scheduler
-    # candidates and block shapes; the best PLANS are timed first
-    ranked = [c for c in pool.sketch(session.plans()) if c.stage == "kept"]
-    first = ranked[:PLANS if left is None else min(PLANS, left)]
+    # candidates and block shapes; the best PLANS are timed first.  The model's own plan
+    # is costed and handed out alone before the others are costed, so that costing
+    # overlaps its measurement (the order is the same as costing all of them first)
+    plans = session.plans()
+    ranked: list = []
+    handed: set[str] = set()
+    for batch in (plans[:1], plans[1:]):
+        ranked += [c for c in pool.sketch(batch) if c.stage == "kept"]
+        first = [c for c in ranked[:timed_first] if c.key not in handed]
+        for c in first:
+            pool.set(replace(c, origin="plan"))
+        pool.build(first)
+        for c in first:
+            handed.add(c.key)
+            if pool.candidates[c.key].stage == "kept":
+                yield pool.candidates[c.key]
     for c in ranked:
-        if c in first or c.key not in in_space:  # the others are the space's
-            pool.set(replace(c, origin="plan" if c in first else "ranked"))
-    pool.build(first)
-    for c in first:
-        if pool.candidates[c.key].stage == "kept":
-            yield pool.candidates[c.key]
+        if c.key not in handed and c.key not in in_space:  # the others are the space's
+            pool.set(replace(c, origin="ranked"))
     yield from Explorer(pool, space, [pool.candidates[c.key] for c in ranked],
                         rules(pool, options), session.budget_left)
 
