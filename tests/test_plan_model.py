@@ -118,3 +118,31 @@ def test_analyze_shows_the_ranked_plans_and_the_expansion():
     missing = inprocess.polygpu("analyze", "kernels/polybench/symm.c", "-p", "m=40",
                                 "--plan")
     assert missing.returncode == 2 and "--plan needs a value for n" in missing.stderr
+
+
+def test_stencil_halos_are_left_to_the_cache_by_default():
+    """Kernels whose staged references share elements only with neighbouring instances
+    (stencil halos) read them from global memory in the default plan; a buffer for
+    reuse across threads keeps its shared memory (fdtd-2d's kernel 0 broadcasts
+    ``_fict_[t]``; atax's ``x`` is read by every row)."""
+    sizes = {"tsteps": 20, "n": 300}
+    jacobi = prepare("kernels/polybench/jacobi_2d.c", params=sizes)
+    chosen = plan_model.choose(jacobi, sizes).variant
+    assert not chosen.shared and not chosen.kernels
+    compiled = compile_variant(jacobi, chosen, sizes)
+    assert not [b for b in compiled.memory.buffers if b.space == "shared"]
+    assert "__shared__" not in compiled.program.source
+    # the same plan with shared memory on stages both halos (what the search may try)
+    staged = compile_variant(jacobi, Variant(tile=chosen.tile, threads=chosen.threads), sizes)
+    assert {b.array for b in staged.memory.buffers if b.space == "shared"} == {"A", "B"}
+
+    sizes = {"tmax": 20, "nx": 300, "ny": 400}
+    fdtd = prepare("kernels/polybench/fdtd_2d.c", params=sizes)
+    chosen = plan_model.choose(fdtd, sizes).variant
+    assert chosen.shared and [k for k in range(3) if not chosen.for_kernel(k).shared] == [1, 2]
+    buffers = compile_variant(fdtd, chosen, sizes).memory.buffers
+    assert [(b.kernel, b.array) for b in buffers if b.space == "shared"] == [(0, "_fict_")]
+
+    sizes = {"m": 190, "n": 210}
+    atax = prepare("kernels/polybench/atax.c", params=sizes)
+    assert plan_model.choose(atax, sizes).variant.shared
