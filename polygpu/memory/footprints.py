@@ -27,6 +27,7 @@ import islpy as isl
 
 from polygpu.model.dependences import maps_of
 from polygpu.model.isl_budget import OutOfBudget, isl_operation_budget
+from polygpu.model.isl_util import memo_by_identity
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 
@@ -44,32 +45,60 @@ def footprint(scop: Scop, kernel: TiledKernel, array: str, kind: str, level: int
     only, if given; only the references ``(statement, ref)`` in ``refs``, if given) touch
     with the block, (the thread if ``threads``) and the first ``level`` tile levels
     fixed; None if there is no such reference."""
-    m = kernel.n_mapped
-    names = coordinate_params(kernel, level, threads)
+    # the same object for the same question: placement asks again for each way it
+    # places one tiling, and boxes are memoized per footprint object
+    return _footprint(scop, kernel, array, kind, level, threads, statements, refs)
+
+
+@memo_by_identity(maxsize=1024)
+def _footprint(scop: Scop, kernel: TiledKernel, array: str, kind: str, level: int,
+               threads: bool, statements: frozenset[str] | None,
+               refs: frozenset[tuple[str, int]] | None) -> isl.Set | None:
     result = None
     for piece in maps_of(kernel.schedule):
         statement = piece.get_tuple_name(isl.dim_type.in_)
         if statements is not None and statement not in statements:
             continue
-        n_out = piece.dim(isl.dim_type.out)
-        # keep [b.., (t..), local[:level]]
-        keep = piece.project_out(isl.dim_type.out, 2 * m + level, n_out - 2 * m - level)
-        if not threads:
-            keep = keep.project_out(isl.dim_type.out, m, m)
         for acc in scop.accesses:
             if acc.statement != statement or acc.array != array or acc.kind != kind:
                 continue
             if refs is not None and (acc.statement, acc.ref) not in refs:
                 continue
-            pairs = keep.reverse().apply_range(acc.relation)  # [coords] -> a[e]
-            n_params = pairs.dim(isl.dim_type.param)
-            pairs = pairs.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, 0,
-                                    len(names))
-            for k, name in enumerate(names):
-                pairs = pairs.set_dim_name(isl.dim_type.param, n_params + k, name)
-            part = pairs.range()
+            part = _touched(kernel, statement, level, threads, acc.relation)
             result = part if result is None else result.union(part)
     return result.coalesce() if result is not None else None
+
+
+@memo_by_identity(maxsize=1024)
+def _touched(kernel: TiledKernel, statement: str, level: int, threads: bool,
+             relation: isl.Map) -> isl.Set:
+    """The elements one reference touches with the coordinates fixed (as parameters):
+    per kernel object, since placement asks for the same reference at every tile level
+    it tries, for reads and writes together, and once per reference group."""
+    return _touched_range(_kept(kernel, statement, level, threads), relation,
+                          tuple(coordinate_params(kernel, level, threads)))
+
+
+@memo_by_identity(maxsize=256)
+def _kept(kernel: TiledKernel, statement: str, level: int, threads: bool) -> isl.Map:
+    """The statement's schedule cut to ``[b.., (t..), local[:level]]``."""
+    m = kernel.n_mapped
+    piece = next(p for p in maps_of(kernel.schedule)
+                 if p.get_tuple_name(isl.dim_type.in_) == statement)
+    n_out = piece.dim(isl.dim_type.out)
+    keep = piece.project_out(isl.dim_type.out, 2 * m + level, n_out - 2 * m - level)
+    if not threads:
+        keep = keep.project_out(isl.dim_type.out, m, m)
+    return keep
+
+
+def _touched_range(keep: isl.Map, relation: isl.Map, names: tuple[str, ...]) -> isl.Set:
+    pairs = keep.reverse().apply_range(relation)  # [coords] -> a[e]
+    n_params = pairs.dim(isl.dim_type.param)
+    pairs = pairs.move_dims(isl.dim_type.param, n_params, isl.dim_type.in_, 0, len(names))
+    for k, name in enumerate(names):
+        pairs = pairs.set_dim_name(isl.dim_type.param, n_params + k, name)
+    return pairs.range()
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from polygpu.memory.padding import (
     element_stride,
 )
 from polygpu.model.analysis import Analysis
-from polygpu.model.isl_util import maps_of, union_optional
+from polygpu.model.isl_util import maps_of, memo_by_identity, union_optional
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 from polygpu.schedule.transformation import Transformation
@@ -237,7 +237,7 @@ def _reference_groups(scop: Scop, kernel: TiledKernel, an: Analysis, array: str,
         fp = footprint(scop, kernel, array, "read", level, threads=False, refs=members)
         if fp is None:
             return None
-        box = bounding_box(fp, _context(an, fp))
+        box = _box(an, fp)
         return None if box is None else (members, fp, box)
 
     groups = [group(frozenset([r])) for r in refs]
@@ -296,12 +296,44 @@ def _context(an: Analysis, s: isl.Set) -> isl.Set:
     return an.scop.context.align_params(s.get_space()).params()
 
 
+# per footprint object (footprints are memoized per kernel object): a search places one
+# tiling several ways (with and without shared memory), which asks again
+@memo_by_identity(maxsize=1024)
+def _box(an: Analysis, s: isl.Set) -> Box | None:
+    return bounding_box(s, _context(an, s))
+
+
+@memo_by_identity(maxsize=1024)
+def _box_of_both(an: Analysis, reads: isl.Set | None, writes: isl.Set | None
+                 ) -> Box | None:
+    """The box around the reads and writes together."""
+    both = union_optional(reads, writes)
+    return bounding_box(both, _context(an, both))
+
+
 def neighbour_deltas(kernel: TiledKernel, statement: str, access: isl.Map, dim: int
                       ) -> isl.Set | None:
     """How the elements of ``access`` move when schedule dimension ``dim`` grows by one
     with everything else fixed (a set of array offsets), or None for a statement
     outside ``kernel``."""
-    piece = next((m for m in maps_of(kernel.schedule)
+    return _neighbour_deltas(kernel.schedule, statement, access, dim)
+
+
+@memo_by_identity(maxsize=512)
+def _neighbour_deltas(schedule: isl.UnionMap, statement: str, access: isl.Map, dim: int
+                      ) -> isl.Set | None:
+    neighbour = _neighbours(schedule, statement, dim)
+    if neighbour is None:
+        return None
+    return access.reverse().apply_range(neighbour).apply_range(access).deltas()
+
+
+@memo_by_identity(maxsize=128)
+def _neighbours(schedule: isl.UnionMap, statement: str, dim: int) -> isl.Map | None:
+    """``{ x -> y }``: the instances of ``statement`` whose schedule point is ``x``'s with
+    dimension ``dim`` one larger; per schedule, for every reference of the statement
+    (padding and storage order ask per reference)."""
+    piece = next((m for m in maps_of(schedule)
                   if m.get_tuple_name(isl.dim_type.in_) == statement), None)
     if piece is None:
         return None
@@ -314,8 +346,7 @@ def neighbour_deltas(kernel: TiledKernel, statement: str, access: isl.Map, dim: 
         if k == dim:
             c = c.set_constant_val(isl.Val(1))
         shift = shift.add_constraint(c)
-    neighbour = piece.apply_range(isl.Map.from_basic_map(shift)).apply_range(piece.reverse())
-    return access.reverse().apply_range(neighbour).apply_range(access).deltas()
+    return piece.apply_range(isl.Map.from_basic_map(shift)).apply_range(piece.reverse())
 
 
 def unit_step(deltas: isl.Set, d: int) -> bool:
@@ -470,8 +501,7 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
             if variant.registers and "register" in cands:
                 reads = footprint(scop, kernel, array.name, "read", 0, threads=True)
                 writes = footprint(scop, kernel, array.name, "write", 0, threads=True)
-                both = union_optional(reads, writes)
-                box = bounding_box(both, _context(an, both))
+                box = _box_of_both(an, reads, writes)
                 if box is not None and box.size <= MAX_REGISTERS and (
                         box.size == 1 or kernel.unroll_dims):
                     buffers.append(Buffer(kernel.index, array.name, "register",
@@ -519,8 +549,7 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                                   statements=users)
                 writes = footprint(scop, kernel, array.name, "write", level, threads=False,
                                    statements=users)
-                both = union_optional(reads, writes)
-                box = bounding_box(both, _context(an, both))
+                box = _box_of_both(an, reads, writes)
                 if box is None and writes is None:
                     # references far apart (syrk's A[i][k] and A[j][k]: rows of the
                     # block's i and j tiles): one buffer per group of references

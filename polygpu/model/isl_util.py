@@ -13,6 +13,8 @@ did.
 
 from __future__ import annotations
 
+import functools
+from collections import OrderedDict
 from collections.abc import Iterable
 
 import islpy as isl
@@ -108,3 +110,39 @@ def max_int_val(pa: isl.PwAff) -> isl.Val:
     of such values (``(h0)/2 : h0 mod 2 = 0``); their floor is the same function with
     integer pieces.  NaN on an empty domain, infinity when unbounded."""
     return pa.floor().max_val()
+
+
+_PLAIN = (str, int, bool, float, type(None), frozenset)
+
+
+def memo_by_identity(maxsize: int = 256, by_value: tuple[int, ...] = ()):
+    """Memoize a pure function of isl objects (and plain values) by the *identity* of
+    its object arguments.  Not by value: islpy's ``==`` is isl's semantic equality, and
+    two representations of one set may give different-looking (equal) results, which
+    would show in the generated code.  Each entry keeps its arguments alive, so an id
+    is never reused while it is a key.  For the stages that ask isl the same question
+    of the same objects many times (per access, per dimension, per buffer).  The
+    arguments at the positions ``by_value`` (hashable values without isl objects, such
+    as variants) are compared by value."""
+
+    def decorate(fn):
+        entries: OrderedDict = OrderedDict()
+
+        @functools.wraps(fn)
+        def wrapper(*args):
+            key = tuple(a if isinstance(a, _PLAIN) or k in by_value else id(a)
+                        for k, a in enumerate(args))
+            hit = entries.get(key)
+            if hit is not None:
+                entries.move_to_end(key)
+                return hit[1]
+            result = fn(*args)
+            entries[key] = (args, result)
+            if len(entries) > maxsize:
+                entries.popitem(last=False)
+            return result
+
+        wrapper.cache_clear = entries.clear
+        return wrapper
+
+    return decorate

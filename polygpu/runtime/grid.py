@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 
 from polygpu.codegen.program import KernelProgram
@@ -116,42 +116,72 @@ def launch_blocks(program: KernelProgram, values: Mapping[str, int]) -> list[int
     steps launches, 0 for a launch without steps)."""
     params = program.parameter_values(values)
     blocks = [0] * len(program.launches)  # with host loops: the largest step's grid
+    grids: dict[int, list] = {}  # compiled on first use: a launch without steps never is
+    # a grid that uses no host iterator has one value at every step: evaluated once
+    stepwise: dict[int, bool] = {}
+    host_names = set(program.host_iterators)
     for k, host in program.steps(values):
-        names = program.grid_values(params, host)
-        count = math.prod(evaluate(e, names) for e in program.launches[k].grid)
+        if stepwise.get(k) is False:
+            continue
+        bound = program.grid_values(params, host)
+        if k not in grids:
+            grids[k] = [_compiled(e) for e in program.launches[k].grid]
+        count = math.prod(g(bound) for g in grids[k])
         blocks[k] = max(blocks[k], count)
+        if k not in stepwise:
+            stepwise[k] = any(names(e) & host_names for e in program.launches[k].grid)
     return blocks
 
 
 def evaluate(text: str, values: Mapping[str, int]) -> int:
     """The value of grid expression ``text`` with parameters bound by ``values``."""
-    return _eval(parse(text), values, text)
+    return _compiled(text)(values)
 
 
-def _eval(node: ast.expr, values: Mapping[str, int], text: str) -> int:
+@lru_cache(maxsize=1024)
+def _compiled(text: str) -> Callable[[Mapping[str, int]], int]:
+    """``text`` as a closure over the values: :func:`launch_blocks` evaluates each grid
+    expression at every host step (10^5 calls), and walking the tree each time cost
+    seconds.  Same results and errors as the tree walk, operands in the same order."""
+    return _closure(parse(text), text)
+
+
+def _closure(node: ast.expr, text: str) -> Callable[[Mapping[str, int]], int]:
     if isinstance(node, ast.Constant):
-        return node.value
+        value = node.value
+        return lambda values: value
     if isinstance(node, ast.Name):
-        if node.id not in values:
-            raise GridExpressionError(f"grid expression {text!r}: unknown parameter {node.id!r}")
-        return int(values[node.id])
+        name = node.id
+
+        def lookup(values):
+            if name not in values:
+                raise GridExpressionError(
+                    f"grid expression {text!r}: unknown parameter {name!r}")
+            return int(values[name])
+        return lookup
     if isinstance(node, ast.UnaryOp):
-        v = _eval(node.operand, values, text)
-        return -v if isinstance(node.op, ast.USub) else v
+        operand = _closure(node.operand, text)
+        if isinstance(node.op, ast.USub):
+            return lambda values: -operand(values)
+        return operand
     if isinstance(node, ast.Call):
-        args = [_eval(a, values, text) for a in node.args]
-        return max(args) if node.func.id == "max" else min(args)
+        args = [_closure(a, text) for a in node.args]
+        pick = max if node.func.id == "max" else min
+        return lambda values: pick([a(values) for a in args])
     assert isinstance(node, ast.BinOp)
-    a, b = _eval(node.left, values, text), _eval(node.right, values, text)
+    left, right = _closure(node.left, text), _closure(node.right, text)
     if isinstance(node.op, ast.Add):
-        return a + b
+        return lambda values: left(values) + right(values)
     if isinstance(node.op, ast.Sub):
-        return a - b
+        return lambda values: left(values) - right(values)
     if isinstance(node.op, ast.Mult):
-        return a * b
-    if a < 0 or b <= 0:
-        raise GridExpressionError(
-            f"grid expression {text!r}: {a} / {b} (division needs a >= 0 and b > 0, where C and "
-            "Python agree)"
-        )
-    return a // b
+        return lambda values: left(values) * right(values)
+
+    def divide(values):
+        a, b = left(values), right(values)
+        if a < 0 or b <= 0:
+            raise GridExpressionError(
+                f"grid expression {text!r}: {a} / {b} (division needs a >= 0 and b > 0, "
+                "where C and Python agree)")
+        return a // b
+    return divide

@@ -41,6 +41,7 @@ import islpy as isl
 
 from polygpu.model.analysis import Analysis
 from polygpu.model.dependences import maps_of
+from polygpu.model.isl_util import memo_by_identity
 from polygpu.model.scop import Access
 from polygpu.schedule.transformation import KernelSchedule, Transformation
 
@@ -58,7 +59,12 @@ def _shift_last(space: isl.Space) -> isl.Map:
 def adjacent_pairs(access: Access) -> isl.Map:
     """``A``: instance pairs touching consecutive elements along the last array
     dimension (empty for a 0-d array)."""
-    f = access.relation
+    return _adjacent_pairs(access.relation)
+
+
+@memo_by_identity(maxsize=1024)
+def _adjacent_pairs(f: isl.Map) -> isl.Map:
+    # per relation object: Algorithm 1 asks for every space choice of its statement
     if f.dim(isl.dim_type.out) == 0:
         return isl.Map.empty(f.apply_range(f.reverse()).get_space())
     return f.apply_range(_shift_last(f.range().get_space())).apply_range(f.reverse())
@@ -67,18 +73,43 @@ def adjacent_pairs(access: Access) -> isl.Map:
 def is_coalesced(access: Access, space: isl.Map, time: isl.Map) -> bool:
     """Whether ``access`` satisfies the adjacency constraints under the statement's
     ``space`` (``S -> [p0..pk]``) and ``time`` (``S -> [t..]``) maps."""
+    # a verdict (exact, so the same for every representation of the same maps): kept
+    # per text, since Algorithm 1 and every proposal's coalesced_references ask again
+    key = (str(access.relation), str(space), str(time))
+    known = _VERDICTS.get(key)
+    if known is None:
+        known = _VERDICTS[key] = _is_coalesced(access, space, time)
+        if len(_VERDICTS) > 4096:
+            _VERDICTS.pop(next(iter(_VERDICTS)))
+    return known
+
+
+_VERDICTS: dict[tuple[str, str, str], bool] = {}
+
+
+def _is_coalesced(access: Access, space: isl.Map, time: isl.Map) -> bool:
     n_space = space.dim(isl.dim_type.out)
     if n_space == 0:
         return False
-    outer = space.project_out(isl.dim_type.out, n_space - 1, 1)
-    same_row_and_step = outer.apply_range(outer.reverse()).intersect(
-        time.apply_range(time.reverse()))
-    pairs = adjacent_pairs(access).intersect(same_row_and_step)
+    pairs = adjacent_pairs(access).intersect(_same_row_and_step(space, time))
     if pairs.is_empty():
         return False
-    next_thread = space.apply_range(_shift_last(space.range().get_space())).apply_range(
+    return pairs.is_subset(_next_thread(space))
+
+
+# the same for every reference of a statement under one choice: computed once for all
+@memo_by_identity(maxsize=64)
+def _same_row_and_step(space: isl.Map, time: isl.Map) -> isl.Map:
+    """Instance pairs in one row of threads at one step."""
+    outer = space.project_out(isl.dim_type.out, space.dim(isl.dim_type.out) - 1, 1)
+    return outer.apply_range(outer.reverse()).intersect(time.apply_range(time.reverse()))
+
+
+@memo_by_identity(maxsize=64)
+def _next_thread(space: isl.Map) -> isl.Map:
+    """Instance pairs on consecutive threads along the innermost space dimension."""
+    return space.apply_range(_shift_last(space.range().get_space())).apply_range(
         space.reverse())
-    return pairs.is_subset(next_thread)
 
 
 def statement_map(umap: isl.UnionMap, statement: str) -> isl.Map | None:

