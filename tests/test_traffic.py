@@ -66,3 +66,58 @@ def test_analyze_traffic_cli():
                               "--traffic"], cwd=ROOT, capture_output=True, text=True)
     assert missing.returncode == 2
     assert missing.stderr.startswith("kernels/mv.c:2: --traffic needs a value for n")
+
+
+def test_a_stencil_halo_in_global_memory_is_not_dram_traffic():
+    """Read from global memory, jacobi-2d's five neighbours of ``A`` count as the
+    elements of one of them (the halo is the neighbouring blocks' own, from L2), exactly
+    (no element in two blocks); staged, every tile loads its halo too.  fdtd-2d's
+    ``hz[i-1][j]`` (S1) and ``hz[i][j-1]`` (S2) are one group: the statements are
+    tiled alike.  Brute force: the interior ``1 <= i, j <= n - 2``."""
+    from polygpu.memory.traffic import estimated_traffic
+    from polygpu.pipeline import compile_variant, prepare
+
+    n = 300
+    sizes = {"tsteps": 4, "n": n}
+    prepared = prepare("kernels/polybench/jacobi_2d.c", params=sizes)
+    params = dict(sizes, h0=1)
+
+    def loads(shared, tile, threads, count=estimated_traffic):
+        c = compile_variant(prepared, Variant(tile=tile, threads=threads, shared=shared),
+                            sizes)
+        k = c.kernels[0]
+        return {t.array: t.loads for t in count(c.kernel_scop, k, "k", params, c.memory)}
+
+    for tile, threads in (((32, 32), (8, 32)), ((4, 128), (4, 128))):
+        assert loads(False, tile, threads)["A"] == (n - 2) ** 2
+        assert loads(False, tile, threads, kernel_traffic)["A"] == (n - 2) ** 2
+    # staged: each tile loads the five neighbours' union (its box but the corners)
+    halo = 0
+    for rows in _blocks(n - 2, 32):
+        for cols in _blocks(n - 2, 32):
+            points = {(1 + i + di, 1 + j + dj) for i in rows for j in cols
+                      for di, dj in ((0, 0), (0, -1), (0, 1), (1, 0), (-1, 0))}
+            halo += len(points)
+    assert loads(True, (32, 32), (8, 32), kernel_traffic)["A"] == halo > (n - 2) ** 2
+
+    sizes = {"tmax": 4, "nx": 60, "ny": 70}
+    fdtd = prepare("kernels/polybench/fdtd_2d.c", params=sizes)
+    c = compile_variant(fdtd, Variant(tile=(4, 128), threads=(4, 128), shared=False), sizes)
+    hz = {t.array: t.loads for t in estimated_traffic(c.kernel_scop, c.kernels[1], "k",
+                                                       dict(sizes, h0=1), c.memory)}["hz"]
+    # the group's first reference, S1's hz[i][j] (1 <= i < nx): the others are its halo
+    assert hz == 59 * 70
+
+
+def test_a_host_loop_is_no_loop_inside_the_kernel():
+    """jacobi-2d's kernels run one time step each (``t`` is the host loop's): no loop in
+    their time schedules, so no time tiles; gemm's ``k`` is one."""
+    from polygpu.pipeline import prepare
+    from polygpu.search import space
+
+    sizes = {"tsteps": 10, "n": 100}
+    shapes = space.shapes(prepare("kernels/polybench/jacobi_2d.c", params=sizes), sizes, 1)
+    assert not shapes[0].has_time_loop
+    sizes = {"ni": 50, "nj": 60, "nk": 70}
+    shapes = space.shapes(prepare("kernels/polybench/gemm.c", params=sizes), sizes, 1)
+    assert shapes[0].has_time_loop

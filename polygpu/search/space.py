@@ -150,11 +150,18 @@ def kernel_variants(prepared: Prepared, params: Mapping[str, int], candidate: in
 
 
 def _loops_in_time(kernel) -> bool:
-    """Whether some statement's time schedule has a loop (what ``time_tile`` strips)."""
+    """Whether some statement's time schedule has a loop (what ``time_tile`` strips): a
+    dimension that varies with the statement's iterators.  One that varies only with
+    parameters -- a host loop's iterator, fixed for a launch -- is no loop inside it."""
     for m in maps_of(kernel.time):
-        pma = m.as_pw_multi_aff()
-        if any(not pma.get_pw_aff(d).is_cst() for d in range(pma.dim(isl.dim_type.out))):
-            return True
+        times = m.range()
+        for d in range(times.dim(isl.dim_type.set)):
+            try:
+                low, high = times.dim_min(d), times.dim_max(d)
+                if not high.domain().is_subset(high.eq_set(low)):
+                    return True
+            except isl.Error:  # unbounded: a loop
+                return True
     return False
 
 
