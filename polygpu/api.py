@@ -220,8 +220,9 @@ def _tune(spec, function, params, backend, strategy, budget, database, defines,
                                 include_dirs=include_dirs)
     db, owned = _open_database(database, create=True)
     try:
-        return tuner.tune(spec, params, ProcessRunner(backend, device=index), function=function,
-                          options=options, database=db)
+        with ProcessRunner(backend, device=index) as runner:  # its measuring child ends
+            return tuner.tune(spec, params, runner, function=function, options=options,
+                              database=db)
     finally:
         if owned:
             db.close()

@@ -320,8 +320,9 @@ def markdown(data: dict) -> str:
              "original region. Each default plan was checked against the original nest on "
              "the device at reduced sizes before it was timed.", "",
              "| kernel | sizes | default ms | launches | GFLOP/s | roofline | vs PPCG | "
-             "tuned ms | vs PPCG | PPCG ms | vendor call | vendor ms | vendor / ours |",
-             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|"]
+             "tuned ms | vs PPCG | tune s | PPCG ms | vendor call | vendor ms | "
+             "vendor / ours |",
+             "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|"]
     for r in results:
         name = r["kernel"]
         ms = r.get("ms")
@@ -336,7 +337,9 @@ def markdown(data: dict) -> str:
             f"{r['gflops']:.1f}" if "gflops" in r else "",
             f"{r['roofline']:.1%}" if "roofline" in r else "", vs_ppcg(name, ms),
             f"{t['ms']:.3f}" if "ms" in t else t.get("error", "")[:40],
-            vs_ppcg(name, t.get("ms")), str(ppcg) if ppcg else f"> {limit:.0f}",
+            vs_ppcg(name, t.get("ms")),
+            f"{t['tune_seconds']:.0f}" if "tune_seconds" in t else "",
+            str(ppcg) if ppcg else f"> {limit:.0f}",
             v.get("call", ""), f"{v['ms']:.3f}" if "ms" in v else "",
             f"{v['ms'] / best:.2f}" if "ms" in v and best < math.inf else ""]) + " |")
     for key, title in (("default", "default"), ("tuned", "tuned")):

@@ -183,6 +183,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if database is not None:
             database.close()
+        close = getattr(runner, "close", None)
+        if close is not None:  # the measuring child ends before the summary's peer runs
+            close()
     from polygpu.search.summary import summarize
 
     summary = summarize(result, peer=not args.no_peer and gpu)

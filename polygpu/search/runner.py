@@ -291,11 +291,8 @@ class ProcessRunner:
         if result is not None and result.status in _CLEAN:
             return result
         log = server.log_since(start)
-        # its context or memory may be in doubt: the next job starts afresh
-        if outcome == "timeout":
-            self.close()
         rc = server.returncode() if outcome == "died" else None
-        self.close()
+        self.close()  # its context or memory may be in doubt: the next job starts afresh
         return result if result is not None else \
             self._failed(job, outcome == "timeout", rc, log)
 
