@@ -240,3 +240,25 @@ def test_one_compile_child_serves_every_batch():
     assert [sorted(r) for r in first + second] == [sorted(r) for r in here]
     assert [r.get("program") for r in first + second] == [r.get("program") for r in here]
     assert [r.get("traffic") for r in first + second] == [r.get("traffic") for r in here]
+
+
+@pytest.mark.parametrize("kernel, sizes", [
+    ("heat_3d", {"tsteps": 1000, "n": 200}), ("fdtd_2d", {"tmax": 1000, "nx": 2600, "ny": 3000}),
+    ("atax", EXTRALARGE)])
+def test_distance_rows_are_the_functions_floats(kernel, sizes):
+    """The explorer's vectorized distances are exactly :func:`distance`'s (the walk's
+    order depends on the floats), variants with per-kernel overrides included."""
+    import numpy as np
+
+    from polygpu.search import space
+
+    prepared = tuner._prepared(str(ROOT / "kernels" / "polybench" / f"{kernel}.c"), None,
+                               (), ())
+    variants = space.space(prepared, sizes, space.SpaceOptions())
+    overridden = [v.with_kernel(0, replace(v.for_kernel(0), shared=not v.shared))
+                  for v in variants[:5]]
+    profiles = [explore._profile(v) for v in variants + overridden]
+    table = explore._Distances(profiles)
+    for mine in (profiles[0], profiles[len(variants) // 2], profiles[-1]):
+        expected = np.array([explore._profile_distance(mine, p) for p in profiles])
+        assert np.array_equal(table.row(mine), expected)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 
 from polygpu.errors import PolygpuError
 
@@ -113,8 +113,9 @@ class Variant:
         return replace(self, kernels=tuple(sorted(entries)))
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        del data["kernels"]
+        # the fields are ints, bools and tuples of ints: a shallow dict is what asdict()
+        # gives, without its deep copies (a search keys tens of thousands of variants)
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "kernels"}
         if not self.double_buffer:  # absent when off, so older records keep their keys
             del data["double_buffer"]
         if self.kernels:  # absent when uniform, so older records keep their keys
