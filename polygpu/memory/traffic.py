@@ -26,6 +26,7 @@ import islpy as isl
 
 from polygpu.memory.placement import MemoryPlan
 from polygpu.model.dependences import maps_of
+from polygpu.model.isl_util import count_points
 from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.tiling import TiledKernel
 
@@ -44,21 +45,9 @@ class Traffic:
 
 
 def _count(s: isl.Set) -> int:
-    """The points of ``s``, whose parameters are fixed.  Counted symbolically with
-    barvinok (``card``): isl's ``count_val`` scans the points, which takes minutes at
-    n = 2048 and forever at n = 2**31; ``count_val`` remains the fallback."""
-    if s.is_empty():
-        return 0
-    if s.params().is_singleton():
-        try:
-            fixed = s.project_out(isl.dim_type.param, 0, s.dim(isl.dim_type.param))
-            card = fixed.card()
-            value = card.eval(isl.Set.universe(card.get_domain_space()).sample_point())
-            if value.is_int():
-                return int(value.to_python())
-        except (isl.Error, AttributeError):  # an islpy without barvinok
-            pass
-    return s.count_val().to_python()
+    """The points of ``s``, whose parameters are fixed (barvinok; see
+    :func:`~polygpu.model.isl_util.count_points`)."""
+    return count_points(s)
 
 
 def _tiles(kernel: TiledKernel, level: int) -> dict[str, isl.Map]:

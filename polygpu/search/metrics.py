@@ -29,7 +29,7 @@ import islpy as isl
 
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
-from polygpu.model.isl_util import sets_of, union_of
+from polygpu.model.isl_util import count_points, sets_of, union_of
 from polygpu.model.scop import Scop
 
 _FLOAT_OPS = ("+", "-", "*", "/")
@@ -60,13 +60,13 @@ def parameter_set(scop: Scop, params: Mapping[str, int]) -> isl.Set:
 
 
 def count(s: isl.Set | isl.UnionSet, point: isl.Set) -> int:
-    """Number of integer points of ``s`` at the parameter point ``point`` (exact)."""
+    """Number of integer points of ``s`` at the parameter point ``point`` (exact; with
+    barvinok, not by scanning: heat-3d's counts at n = 200 took 31 s scanned)."""
     sets = [s] if isinstance(s, isl.Set) else sets_of(s)
     total = 0
     for piece in sets:
-        fixed = piece.intersect_params(point)
-        if not fixed.is_empty():
-            total += fixed.count_val().to_python()
+        fixed = piece.intersect_params(point.align_params(piece.get_space()))
+        total += count_points(fixed)
     return total
 
 
