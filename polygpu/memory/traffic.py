@@ -44,12 +44,6 @@ class Traffic:
         return (self.loads + self.stores) * self.element_size
 
 
-def _count(s: isl.Set) -> int:
-    """The points of ``s``, whose parameters are fixed (barvinok; see
-    :func:`~polygpu.model.isl_util.count_points`)."""
-    return count_points(s)
-
-
 def _tiles(kernel: TiledKernel, level: int) -> dict[str, isl.Map]:
     """statement -> ``{ S[x] -> [b.., o_0..o_{level-1}] }``"""
     m = kernel.n_mapped
@@ -120,7 +114,7 @@ def kernel_traffic(scop: Scop, kernel: TiledKernel, name: str,
     for array, pairs in _array_pairs(scop, kernel, plan):
         # the (tile, element) pairs as one set [tile.., a..], counted
         loads, stores = (
-            _count(fix_parameters(pairs[k].wrap().flatten(), params))
+            count_points(fix_parameters(pairs[k].wrap().flatten(), params))
             if pairs[k] is not None else 0 for k in ("read", "write"))
         result.append(Traffic(name, array.name, loads, stores, array.element_size))
     return tuple(result)
@@ -170,14 +164,14 @@ def estimated_traffic(scop: Scop, kernel: TiledKernel, name: str,
             context = fix_parameters(isl.Set.universe(rel.get_space().params()), params)
             rel = rel.intersect_params(context)
             tiles = rel.domain().coalesce()
-            n_tiles = _count(tiles)
+            n_tiles = count_points(tiles)
             if n_tiles == 0:
                 counts.append(0)
                 continue
             if rel.is_injective():  # no element in two tiles: exactly the elements
-                counts.append(_count(rel.range()))
+                counts.append(count_points(rel.range()))
                 continue
-            sizes = [_count(rel.intersect_domain(t).range()) for t in _sample_tiles(tiles)]
+            sizes = [count_points(rel.intersect_domain(t).range()) for t in _sample_tiles(tiles)]
             counts.append(round(n_tiles * sum(sizes) / len(sizes)))
         result.append(Traffic(name, array.name, counts[0], counts[1], array.element_size))
     return tuple(result)
