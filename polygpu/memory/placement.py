@@ -406,8 +406,30 @@ def _storage_order(kernel: TiledKernel, an: Analysis, array: str, n_dims: int,
 
 def _wants_shared(an: Analysis, acc, shared_refs) -> bool:
     """The scheduler could not coalesce ``acc``, or it has reuse across threads."""
-    return (acc.statement, acc.ref) in shared_refs or \
-        an.reuse_of(acc.statement, acc.ref).candidate in ("shared", "constant")
+    return _own_reason(an.reuse_of(acc.statement, acc.ref).candidate,
+                       (acc.statement, acc.ref), shared_refs)
+
+
+def _own_reason(candidate: str, key: tuple[str, int], shared_refs) -> bool:
+    """Whether a reference with reuse suggestion ``candidate`` is staged for its own
+    sake (uncoalesced, or reused across threads) rather than for its neighbours'."""
+    return key in shared_refs or candidate in ("shared", "constant")
+
+
+def neighbour_reuse_only(plan: MemoryPlan, tr: Transformation,
+                         kernels: tuple[TiledKernel, ...]) -> list[int]:
+    """The kernels whose every reference in shared memory is there only because
+    neighbouring instances share elements (:func:`_group_reuse`: a stencil's halo),
+    none for its own sake (:func:`_wants_shared`)."""
+    shared_refs = set(tr.shared)
+    found = []
+    for k in kernels:
+        staged = [p for p in plan.placements
+                  if p.placement == "shared" and p.statement in k.statements]
+        if staged and not any(_own_reason(p.candidate, (p.statement, p.ref), shared_refs)
+                              for p in staged):
+            found.append(k.index)
+    return found
 
 
 def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str,

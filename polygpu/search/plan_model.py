@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from polygpu.errors import PolygpuError
+from polygpu.memory.placement import neighbour_reuse_only
 from polygpu.pipeline import Compiled, Prepared, compile_variant
 from polygpu.runtime.grid import launch_blocks
 from polygpu.schedule.variant import Variant
@@ -122,26 +123,6 @@ def _shared_accumulator(c: Compiled) -> str:
             return (f"kernel {b.kernel}: register tile over {b.array} accumulated in "
                     "shared memory (search only)")
     return ""
-
-
-def _neighbour_reuse_only(c: Compiled) -> list[int]:
-    """The kernels of ``c`` whose every reference staged in shared memory is there only
-    because neighbouring instances share elements (a stencil's ``A[i][j-1]``,
-    ``A[i][j+1]``: uniformly generated references, each touching an element once per
-    tile) -- none for reuse across threads or because the scheduler could not coalesce
-    it.  The L1 cache serves such reuse without the copy loop, its guards and barriers:
-    with those buffers in global memory jacobi-2d ran 20.1 ms for 200 steps on the H100
-    against 23.0 staged, fdtd-2d 48.4 against 55.6 (``polybench_notes.md``), so the
-    default plans leave them to it (the search still tries them staged)."""
-    uncoalesced = set(c.transformation.shared)
-    found = []
-    for k in c.kernels:
-        staged = [p for p in c.memory.placements
-                  if p.placement == "shared" and p.statement in k.statements]
-        if staged and all(p.candidate not in ("shared", "constant")
-                          and (p.statement, p.ref) not in uncoalesced for p in staged):
-            found.append(k.index)
-    return found
 
 
 def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant]:
@@ -288,7 +269,13 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
         # a device-steps plan is counted on its host-launched twin (same kernels), which
         # the model needs tiled and placed, not generated
         c = sketch(prepared, variant)
-        halo = [k for k in _neighbour_reuse_only(c) if variant.for_kernel(k).shared]
+        # kernels whose shared buffers only hold stencil halos: the L1 cache serves that
+        # reuse without the copy loop, its guards and barriers (H100, 200 steps:
+        # jacobi-2d 20.1 ms global against 23.0 staged, fdtd-2d 48.4 against 55.6;
+        # polybench_notes.md), so the default leaves them in global memory (the search
+        # still tries them staged)
+        halo = [k for k in neighbour_reuse_only(c.memory, c.transformation, c.kernels)
+                if variant.for_kernel(k).shared]
         if halo:
             if len(halo) == len(c.kernels) and not variant.kernels:
                 variant = replace(variant, shared=False)  # every kernel: program-wide
