@@ -194,3 +194,37 @@ def test_a_host_schedule_scaled_by_two_at_sizes_needing_64_bit_indices(tmp_path)
     compiled = compile_variant(prepared, Variant(candidate=k), {"n": 13})
     result = check_program(compiled.program, compiled.source_scop, path, {"n": 13}, seed=3)
     assert result.ok, result.message
+
+
+BATCH_OUTER = """
+void f(int nb, int n, double a[nb][n]) {
+#pragma scop
+  for (int b = 0; b < nb; b++)
+    for (int i = 1; i < n; i++)
+      a[b][i] += a[b][i - 1];
+#pragma endscop
+}
+"""
+
+
+@pytest.mark.parametrize("kernel, expected", [
+    ("polybench/heat_3d.c", {"tsteps"}), ("polybench/jacobi_2d.c", {"tsteps"}),
+    ("polybench/fdtd_2d.c", {"tmax"}),  # _fict_[t]: the subscript is t, not tmax
+    ("polybench/cholesky.c", set()),    # n bounds i, and i bounds the loops inside
+    ("polybench/trisolv.c", set()), ("polybench/floyd_warshall.c", set()),
+    ("mm.c", set()),
+])
+def test_step_parameters(kernel, expected):
+    from polygpu.model.analysis import step_parameters
+
+    assert step_parameters(prepare(f"kernels/{kernel}").analysis) == expected
+
+
+def test_a_parallel_outer_loop_is_not_a_time_loop(tmp_path):
+    """nb bounds only the outermost loop, but that loop is parallel: it may be tiled as
+    a space dimension, so its count is not cut to a few steps."""
+    from polygpu.model.analysis import step_parameters
+
+    src = tmp_path / "batch.c"
+    src.write_text(BATCH_OUTER)
+    assert step_parameters(prepare(str(src)).analysis) == frozenset()

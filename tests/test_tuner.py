@@ -361,6 +361,15 @@ def test_predicted_cost_and_check_parameters():
     assert check_parameters({"n": 4096, "m": 10}, s) == {"n": 256, "m": 10}
     assert check_parameters({"n": 4100}, s) == {"n": 260}
     assert check_parameters({"n": 200}, s) == {"n": 200}
+    # a time loop's count (step_parameters): a few steps, or two time tiles and the
+    # timed count's remainder modulo them; never more than the timed count
+    steps = frozenset({"t"})
+    assert check_parameters({"t": 1000, "n": 200}, replace(s, time_tile=0), steps) == \
+        {"t": 3, "n": 200}
+    assert check_parameters({"t": 1000, "n": 4096}, s, steps) == {"t": 40, "n": 256}
+    assert check_parameters({"t": 2, "n": 4096}, s, steps)["t"] == 2
+    assert check_parameters({"t": 1000, "n": 4096}, v, steps) == \
+        {"t": 2 * v.time_tile + 1, "n": 2 * 64 + 19}
 
 
 def test_traffic_bound_is_the_fewest_of_a_variant_without_spills():

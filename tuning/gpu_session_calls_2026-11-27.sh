@@ -13,6 +13,19 @@ tune)  # where a tune's time goes, per kernel given
   shift
   for k in "$@"; do
     args=$(python3 -c "import json;e=json.load(open('kernels/catalog.json'))['polybench/$k.c'];print(' '.join(f'-p {a}={b}' for a,b in e['gpu'].items()))")
-    timeout 250 python tuning/tune_profile.py kernels/polybench/$k.c $args --budget 10 --top 30 -o $OUT/tune_profile_$k.txt > $OUT/tune_$k.log 2>&1; head -3 $OUT/tune_profile_$k.txt | cut -c1-400; tail -2 $OUT/tune_$k.log
+    timeout ${LIMIT:-250} python tuning/tune_profile.py kernels/polybench/$k.c $args --budget 10 --top 30 -o $OUT/tune_profile_$k.txt > $OUT/tune_$k.log 2>&1; head -3 $OUT/tune_profile_$k.txt | cut -c1-400; grep -E "^prepare|measured in" $OUT/tune_$k.log | cut -c1-260; tail -2 $OUT/tune_$k.log | cut -c1-300
   done ;;
+ncu_mm)  # what limits mm against cuBLAS SGEMM (tuning/ncu_mm.sh)
+  bash tuning/ncu_mm.sh $OUT/ncu_mm ;;
+shards)  # polybench.py over 4 GPUs, one shard each (16 cores, its own GPU), then merged
+  shift; i=0
+  for s in "$@"; do
+    mkdir -p $OUT/s$i
+    (CUDA_VISIBLE_DEVICES=$i taskset -c $((16*i))-$((16*i+15)) timeout ${LIMIT:-570} python tuning/polybench.py --repeats 5 ${TUNE:+--tune $TUNE} --out $OUT/s$i $(for k in ${s//,/ }; do echo --kernel $k; done) > $OUT/s$i/log.txt 2>&1) &
+    i=$((i+1))
+  done; wait
+  mkdir -p $OUT/r; cp tuning/results/NVIDIA-H100-80GB-HBM3/polybench.json $OUT/r/
+  python tuning/polybench.py --merge $OUT/s*/polybench.json --keep --out $OUT/r | tail -32
+  for d in $OUT/s*; do echo "== $d"; cat $d/log.txt; done > $OUT/r/shard_logs.txt; rm -rf $OUT/s*
+  grep -hE "tuned:|error|^[a-z_0-9]+ [.][.][.]" $OUT/r/shard_logs.txt | head -60 ;;
 esac

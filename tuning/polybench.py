@@ -29,6 +29,11 @@ Results: ``tuning/results/<gpu>/polybench.{md,json,png}``.
 
     python tuning/polybench.py --repeats 5 [--tune 8] [--kernel gemm ...]  # GPU machine
     python tuning/polybench.py --backend cpu --small --kernel atax           # dry run
+
+Shards: on a machine with several GPUs, run one process per GPU (``CUDA_VISIBLE_DEVICES``,
+``taskset`` to give each the cores of one single-GPU machine), each on its own kernels and
+``--out``, then ``--merge`` their ``polybench.json`` files into one table (the kernels no
+shard ran keep their recorded rows with ``--keep``).
 """
 
 from __future__ import annotations
@@ -401,7 +406,11 @@ def main(argv=None) -> int:
     p.add_argument("--keep", action="store_true",
                    help="keep the recorded rows of the kernels not run now")
     p.add_argument("--out", default=None)
+    p.add_argument("--merge", nargs="+", metavar="SHARD_JSON",
+                   help="combine the rows of shards' polybench.json files (no timing)")
     args = p.parse_args(argv)
+    if args.merge:
+        return merge(args, available)
     device = get_device(args.backend)
     gpu = str(device.name() if callable(device.name) else device.name)
     out = Path(args.out) if args.out else ROOT / "tuning" / "results" / gpu.replace(" ", "-")
@@ -434,6 +443,32 @@ def main(argv=None) -> int:
         data["results"].append(row)
         write(data, out)  # after every kernel: a run stopped midway keeps what it measured
     write(data, out)  # the recorded rows after the last kernel run now, too
+    plot(data, out / "polybench.png")
+    print(markdown(data))
+    return 0
+
+
+def merge(args, available) -> int:
+    """One table from shards run on several GPUs: each kernel's row from the shard that ran
+    it (the last shard that has it wins), the recorded row for kernels none ran (``--keep``),
+    and the first shard's roofline.  Every shard must come from the same GPU model."""
+    shards = [json.loads(Path(f).read_text()) for f in args.merge]
+    gpus = {d["gpu"] for d in shards}
+    if len(gpus) != 1:
+        print(f"shards come from different GPUs ({', '.join(sorted(gpus))}): not merged",
+              file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else ROOT / "tuning" / "results" / \
+        shards[0]["gpu"].replace(" ", "-")
+    out.mkdir(parents=True, exist_ok=True)
+    rows = {}
+    if args.keep and (out / "polybench.json").exists():
+        rows = {r["kernel"]: r for r in json.loads(
+            (out / "polybench.json").read_text())["results"]}
+    for d in shards:
+        rows.update({r["kernel"]: r for r in d["results"]})
+    data = {**shards[0], "results": [rows[n] for n in available if n in rows]}
+    write(data, out)
     plot(data, out / "polybench.png")
     print(markdown(data))
     return 0

@@ -57,7 +57,8 @@ CASES = [
 
 
 def run_once(spec: str, n: int, variant: dict) -> None:
-    compiled = compile_region(spec, variant=Variant.from_json(variant))
+    # the sizes too: a variant may be specialized to them
+    compiled = compile_region(spec, variant=Variant.from_json(variant), params={"n": n})
     source = load(spec)
     ints = inputs.integer_parameters(source, {"n": n})
     values = inputs.random_values(source, ints, inputs.array_shapes(source, ints),

@@ -31,7 +31,6 @@ def main(argv=None) -> int:
     p.add_argument("-o", "--output")
     args = p.parse_args(argv)
 
-    from polygpu.api import optimize
     from polygpu.params import parse_params
     from polygpu.pipeline import prepare
     from polygpu.search import plan_model
@@ -46,21 +45,70 @@ def main(argv=None) -> int:
     prof = cProfile.Profile()
     start = time.perf_counter()
     prof.enable()
-    kernel = optimize(args.file, params=params, function=args.function, tune=True,
-                      strategy=args.strategy, budget=args.budget, database=False,
-                      backend=args.backend)
+    result = _tune(args, params)
     prof.disable()
     wall = time.perf_counter() - start
     out = io.StringIO()
     stats = pstats.Stats(prof, stream=out)
     stats.sort_stats("cumulative").print_stats(args.top)
     stats.sort_stats("tottime").print_stats(25)
+    best = result.ranking[0] if result.ranking else None
     text = (f"{args.file} {params} budget {args.budget}: tune {wall:.1f} s, best "
-            f"{kernel.variant.to_json()} {kernel.measurement.time_ms:.3f} ms\n" + out.getvalue())
+            f"{best.key if best else None} "
+            f"{best.measurement.time_ms if best else float('nan'):.3f} ms\n"
+            + per_candidate(result) + out.getvalue())
     print(text)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     return 0
+
+
+def _tune(args, params):
+    """``polygpu.optimize(tune=True)``'s search (the same runner and options), keeping the
+    whole :class:`TuneResult` for the per-candidate table."""
+    from polygpu.search import tuner
+    from polygpu.search.runner import ProcessRunner
+
+    options = tuner.TuneOptions(strategy=args.strategy, budget=args.budget)
+    with ProcessRunner(args.backend) as runner:
+        return tuner.tune(args.file, params, _Logged(runner), function=args.function,
+                          options=options)
+
+
+class _Logged:
+    """The runner, printing each measurement as it ends (seconds since the tune started),
+    so a tune stopped by a time limit still shows where its time went."""
+
+    def __init__(self, runner):
+        self.runner, self.start = runner, time.perf_counter()
+
+    def environment(self):
+        return self.runner.environment()
+
+    def measure(self, job):
+        t0 = time.perf_counter()
+        m = self.runner.measure(job)
+        print(f"[{time.perf_counter() - self.start:6.1f} s] measured in "
+              f"{time.perf_counter() - t0:5.1f} s: {m.status} {m.time_ms} ms, "
+              f"{len(m.times_ms)} runs, stages {m.extra.get('stages_s')} "
+              f"cut off {m.extra.get('cut_off_ms')} {job.key}", flush=True)
+        return m
+
+
+def per_candidate(result) -> str:
+    """Each measured candidate in the order measured: status, median, runs, the race's
+    cutoff when it stopped one, and the measuring child's stages."""
+    by_key = {c.key: c for c in result.candidates}
+    lines = ["order | status | ms | runs | cut off at ms | child stages s | variant"]
+    for i, key in enumerate(result.order):
+        m = by_key[key].measurement
+        if m is None:
+            continue
+        ms = f"{m.time_ms:.3f}" if m.time_ms is not None else m.reason.splitlines()[0][:60] \
+            if m.reason else ""
+        lines.append(f"{i} | {m.status} | {ms} | {len(m.times_ms)} | "
+                     f"{m.extra.get('cut_off_ms', '')} | {m.extra.get('stages_s', '')} | {key}")
+    return "\n".join(lines) + "\n\n"
 
 
 if __name__ == "__main__":

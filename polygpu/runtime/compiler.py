@@ -31,6 +31,16 @@ C_LOCALE = {**os.environ, "LC_ALL": "C"}
 DIAGNOSTIC_LINES = 40  # compiler output shown in an error; the whole of it goes to a log
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity mask, not the machine's count, so
+    a tune pinned to some cores (``taskset``, a container's cpuset, one of several tunes
+    sharing a host) starts one compiler per core it has rather than per core it sees."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
+
+
 class CompileError(PolygpuError):
     """The compiler rejected a source; the message holds its diagnostic (from just before
     the first error, :data:`DIAGNOSTIC_LINES` lines at most, then where the rest is)."""

@@ -73,7 +73,7 @@ import polygpu
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 from polygpu.runtime import grid
-from polygpu.runtime.compiler import CompileError
+from polygpu.runtime.compiler import CompileError, usable_cpus
 from polygpu.runtime.device import RunBudget
 from polygpu.search.measurement import Environment, Job, Measurement, Runner
 from polygpu.search.occupancy import Resources, parse_ptxas
@@ -170,7 +170,7 @@ def compile_cubins(sources: Sequence[str | KernelProgram], arch: str, jobs: int 
     _nvcc()  # a missing nvcc is the caller's problem, not every candidate's
     if options is None:
         options = default_nvcc_options()
-    workers = max(1, min(jobs or os.cpu_count() or 1, len(sources) or 1))
+    workers = max(1, min(jobs or usable_cpus(), len(sources) or 1))
 
     def one(src):
         try:

@@ -72,7 +72,9 @@ from pathlib import Path
 
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
+from polygpu.model.analysis import step_parameters
 from polygpu.model.bounds import require_in_bounds
+from polygpu.runtime.compiler import usable_cpus
 from polygpu.runtime.grid import launch_blocks
 from polygpu.schedule.variant import Variant
 from polygpu.search.candidate import Candidate, LaunchCost
@@ -279,9 +281,11 @@ def _compile_all(spec, function, options: TuneOptions, variants: Sequence[Varian
     """``variants`` through :func:`_compile_one` in ``mode``, in parallel processes when
     there are several (``options.jobs``, default one per CPU)."""
     texts = [canonical(v.to_json()) for v in variants]
-    checks = [_check_params(options, params, v) for v in variants]
+    steps = step_parameters(_prepared(spec, function, tuple(options.defines),
+                                      tuple(options.include_dirs)).analysis)
+    checks = [_check_params(options, params, v, steps) for v in variants]
     args = (spec, function, tuple(options.defines), tuple(options.include_dirs))
-    workers = max(1, min(options.jobs or os.cpu_count() or 1, len(texts)))
+    workers = max(1, min(options.jobs or usable_cpus(), len(texts)))
     tasks = [(*args, t, dict(params), c, mode) for t, c in zip(texts, checks, strict=True)]
     if workers > 1 and len(texts) >= 2:
         results = _SERVICE.map(tasks) if _SERVICE is not None else \
@@ -432,23 +436,37 @@ def compile_server(workers: int) -> int:
             pool.shutdown()
 
 
-def check_parameters(params: Mapping[str, int], variant: Variant) -> dict[str, int]:
+MIN_CHECK_STEPS = 3  # steps of a time loop a check runs at least (see check_parameters)
+
+
+def check_parameters(params: Mapping[str, int], variant: Variant,
+                     steps: frozenset[str] = frozenset()) -> dict[str, int]:
     """Sizes of the reference check: each parameter at most two block tiles plus an odd
     remainder (so full tiles, partial tiles and the time tile's remainder all run), and
-    never more than the timed size."""
+    never more than the timed size.  ``steps`` (:func:`~polygpu.model.analysis.
+    step_parameters`) only count a sequential loop's steps, each the same code: they get
+    :data:`MIN_CHECK_STEPS` or more, enough for two time tiles (the only tiles a
+    sequential loop can have) and their remainder."""
     # every kernel's own tiles (per-kernel overrides), and the program-wide ones
     merged = [variant.for_kernel(k) for k, _ in variant.kernels] + [replace(variant,
                                                                           kernels=())]
     span = max(max(*v.tile, v.time_tile or 1) for v in merged)
     cap = 2 * span + 19
+    step_period = math.lcm(*(v.time_tile or 1 for v in merged))
     if not variant.specialize:
-        return {k: min(v, cap) for k, v in params.items()}
+        return {k: min(v, max(MIN_CHECK_STEPS, 2 * step_period + 1) if k in steps else cap)
+                for k, v in params.items()}
     # a specialized variant is checked as the same variant specialized at the check
     # sizes: keep each size's remainder modulo the tiles, so the checked code has the
     # same full and partial tiles (the same guards) as the timed code
     period = math.lcm(*(t for v in merged for t in (*v.tile, v.time_tile or 1)))
     sizes = {}
     for k, v in params.items():
+        if k in steps:
+            r = v % step_period
+            sizes[k] = min(v, r + max(1, -(-(MIN_CHECK_STEPS - r) // step_period))
+                           * step_period)
+            continue
         r = v % period
         sizes[k] = v if v <= cap else min(v, r + max(1, min(2, (v - r) // period)) * period)
     return sizes
@@ -700,7 +718,8 @@ class Session:
         job = Job(key=c.key, spec=self.spec, function=self.function,
                   program=program, check_program=check_program,
                   params=dict(self.params),
-                  check_params=_check_params(options, self.params, c.variant),
+                  check_params=_check_params(options, self.params, c.variant,
+                                             step_parameters(self.prepared.analysis)),
                   defines=tuple(options.defines),
                   include_dirs=tuple(options.include_dirs),
                   cubin=self.pool.cubins.get(c.key) if self.pool is not None else None,
@@ -841,7 +860,7 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
                       oracle or resources.default_oracle(), options.jobs, session=session)
     session.pool = pool
     global _SERVICE
-    outer, _SERVICE = _SERVICE, _CompileService(max(1, options.jobs or os.cpu_count() or 1))
+    outer, _SERVICE = _SERVICE, _CompileService(max(1, options.jobs or usable_cpus()))
     try:
         state.phase = "nvcc"
         notify(state)
@@ -906,10 +925,10 @@ def _measure_overlapped(session: Session, kept) -> None:
                 pending, running = step, worker.submit(session.runner.measure, step.job)
 
 
-def _check_params(options: TuneOptions, params, variant) -> dict[str, int]:
+def _check_params(options: TuneOptions, params, variant, steps=frozenset()) -> dict[str, int]:
     if options.check_params is not None:
         return dict(options.check_params)
-    return check_parameters(params, variant)
+    return check_parameters(params, variant, steps)
 
 
 def _region_text(spec: str, prepared) -> str:
