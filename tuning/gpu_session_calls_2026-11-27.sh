@@ -21,7 +21,8 @@ shards)  # polybench.py over 4 GPUs, one shard each (16 cores, its own GPU), the
   shift; i=0
   for s in "$@"; do
     mkdir -p $OUT/s$i
-    (CUDA_VISIBLE_DEVICES=$i taskset -c $((16*i))-$((16*i+15)) timeout ${LIMIT:-570} python tuning/polybench.py --repeats 5 ${TUNE:+--tune $TUNE} --out $OUT/s$i $(for k in ${s//,/ }; do echo --kernel $k; done) > $OUT/s$i/log.txt 2>&1) &
+    pin="taskset -c $((16*i))-$((16*i+15))"; command -v taskset >/dev/null || pin=""
+    (CUDA_VISIBLE_DEVICES=$i $pin timeout ${LIMIT:-570} python tuning/polybench.py --repeats 5 ${TUNE:+--tune $TUNE} --out $OUT/s$i $(for k in ${s//,/ }; do echo --kernel $k; done) > $OUT/s$i/log.txt 2>&1) &
     i=$((i+1))
   done; wait
   mkdir -p $OUT/r; cp tuning/results/NVIDIA-H100-80GB-HBM3/polybench.json $OUT/r/
