@@ -1,5 +1,5 @@
 # GPU calls of 2026-11-27 (tuning/results/NVIDIA-H100-80GB-HBM3/tune_time.md, stencil probes)
-bash .whl/install.sh >/dev/null 2>&1; export PYTHONPATH=/tmp/site:$PWD
+[ -n "${PG_INSTALLED:-}" ] || bash .whl/install.sh >/dev/null 2>&1; export PYTHONPATH=/tmp/site:$PWD PG_INSTALLED=1
 V=tuning/probe_variants_stencil.json
 case "$1" in
 bench)  # tuning/polybench.py on the kernels given (default plans, 5 repeats)
