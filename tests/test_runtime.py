@@ -606,3 +606,27 @@ def test_gpu_rejects_a_wrong_program_and_times_a_right_one():
     timing = gpu.time_program(mv_program(), values, repeats=5)
     assert len(timing.times_ms) == 5 and 0 < timing.median_ms < 100
     np.testing.assert_array_equal(values["x"], np.full(n, n, np.float32))
+
+
+@pytest.mark.parametrize("text", [
+    "[n] -> { A[i, j, k] : 1 <= i, j, k <= n - 2 }",  # a stencil's interior: one box
+    "[n] -> { A[i, j, k] : 1 <= i <= n - 2 and 0 <= j <= i and k = 3 }",  # not a box
+    "[n] -> { A[i, j, k] : 0 <= i, j, k < n and (i <= 1 or j >= n - 2) }",  # two boxes
+    "[n] -> { A[i, j, k] : 0 <= i, j, k < n and exists e: i = 2e }",  # strided
+    "[n] -> { A[i, j, k] : 1 <= i < n and 0 <= j < n and 0 <= k < 2n }",  # beyond the extent
+])
+def test_mask_fills_boxes_and_enumerates_the_rest(text):
+    """The box fast path marks exactly the points isl enumerates."""
+    s = isl.Set(text)
+    n, shape = 7, (7, 7, 7)
+    expected = np.zeros(shape, bool)
+    point = at_parameters(s, {"n": n})
+
+    def add(p):
+        c = tuple(p.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(3))
+        if all(0 <= x < e for x, e in zip(c, shape)):
+            expected[c] = True
+
+    point.foreach_point(add)
+    np.testing.assert_array_equal(mask(s, {"n": n}, shape), expected)
+    assert expected.any() and not expected.all()

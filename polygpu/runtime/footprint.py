@@ -123,8 +123,9 @@ def mask(s: isl.Set, params: Mapping[str, int], shape: tuple[int, ...]) -> np.nd
     """A boolean array of ``shape``: True at the points of ``s`` (at ``params``).
 
     Points outside the array's extent (accesses the model reports as out of bounds) are
-    dropped.  Empty sets and whole boxes, the common cases, are recognised without
-    enumerating points.
+    dropped.  Empty sets, the whole array and every piece that is a box (a stencil's
+    interior) are filled without enumerating points; only other pieces (triangles,
+    strides) are enumerated.
     """
     s = coalesce(at_parameters(s, params))
     if s.is_empty():
@@ -139,16 +140,37 @@ def mask(s: isl.Set, params: Mapping[str, int], shape: tuple[int, ...]) -> np.nd
     if s.is_equal(box):
         return np.ones(shape, dtype=bool)
     result = np.zeros(shape, dtype=bool)
-    points: list[tuple[int, ...]] = []
     rank = len(shape)
+    points: list[tuple[int, ...]] = []  # of the pieces that are not boxes
 
     def add(p: isl.Point) -> None:
-        points.append(
-            tuple(p.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(rank))
-        )
+        points.append(tuple(p.get_coordinate_val(isl.dim_type.set, k).to_python()
+                            for k in range(rank)))
 
-    s.foreach_point(add)
+    for piece in s.get_basic_sets():
+        piece = isl.Set.from_basic_set(piece)
+        bounds = _box_bounds(piece, rank)
+        if bounds is not None:  # a stencil's interior: one slice, not n^3 points
+            result[tuple(slice(lo, hi + 1) for lo, hi in bounds)] = True
+            continue
+        piece.foreach_point(add)
     if points:
         result[tuple(np.array(points).T)] = True
     return result
 
+
+def _box_bounds(s: isl.Set, rank: int) -> list[tuple[int, int]] | None:
+    """Per dimension, the least and greatest coordinate of the non-empty, parameter-free
+    ``s`` when ``s`` is exactly the box they span (else None)."""
+    if s.is_empty():
+        return None
+    bounds = []
+    box = isl.Set.universe(s.get_space())
+    for k in range(rank):
+        lo, hi = s.dim_min_val(k), s.dim_max_val(k)
+        if not (lo.is_int() and hi.is_int()):
+            return None
+        bounds.append((lo.to_python(), hi.to_python()))
+        box = box.lower_bound_val(isl.dim_type.set, k, lo).upper_bound_val(
+            isl.dim_type.set, k, hi)
+    return bounds if box.is_equal(s) else None
