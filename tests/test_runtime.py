@@ -624,7 +624,7 @@ def test_mask_fills_boxes_and_enumerates_the_rest(text):
 
     def add(p):
         c = tuple(p.get_coordinate_val(isl.dim_type.set, k).to_python() for k in range(3))
-        if all(0 <= x < e for x, e in zip(c, shape)):
+        if all(0 <= x < e for x, e in zip(c, shape, strict=True)):
             expected[c] = True
 
     point.foreach_point(add)

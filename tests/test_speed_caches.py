@@ -111,3 +111,29 @@ def test_legality_verdict_is_the_difference_test():
         assert (d in found) == wrong
     with pytest.raises(LegalityError):
         prove_legal(deps, bad)
+
+
+def test_the_ast_cache_gives_the_code_of_a_cold_start():
+    """Code generation reuses ASTs by the text of their schedule and context: a variant's
+    code is the same generated first in a fresh cache, after other variants filled it, and
+    again from the cache -- and the cache was used."""
+    from polygpu.codegen import thread_ast
+    from polygpu.pipeline import compile_region
+
+    spec, sizes = str(KERNELS / "polybench" / "mm3.c"), {
+        "ni": 37, "nj": 41, "nk": 43, "nl": 47, "nm": 53}
+    first = Variant(tile=(32, 32), threads=(8, 32), time_tile=16, jam=True)
+    other = Variant(tile=(16, 64), threads=(4, 64), time_tile=8, jam=True, chunk=4)
+
+    def code(v):
+        return compile_region(spec, variant=v, params=sizes).program.source
+
+    thread_ast._ASTS.clear()
+    cold = code(first)
+    entries = len(thread_ast._ASTS)
+    assert entries > 0
+    thread_ast._ASTS.clear()
+    code(other)
+    assert code(first) == cold  # after another variant filled the cache
+    assert code(first) == cold  # all from the cache
+    assert len(thread_ast._ASTS) >= entries
