@@ -58,7 +58,7 @@ from polygpu.schedule.tiling import TiledKernel
 from polygpu.schedule.transformation import Transformation
 from polygpu.schedule.variant import Variant
 
-MAX_REGISTERS = 64  # elements of one register buffer per thread
+MAX_REGISTERS = 128  # elements of one register buffer per thread (8 x 16 floats: 239 regs)
 CONSTANT_BYTES = 64 * 1024
 STATIC_SHARED_BYTES = 48 * 1024  # larger needs dynamic shared memory (opt-in)
 MAX_SHARED_BYTES = 227 * 1024  # sm_90's opt-in maximum per block
