@@ -146,3 +146,22 @@ def test_bounding_box_strides_are_per_dimension():
     s = isl.Set("{ A[r, c] : (r + c) mod 2 = 0 and 0 <= r < 4 and 0 <= c < 8 }")
     box = bounding_box(s, isl.Set("{ : }"))
     assert (box.stride, box.extents) == ((1, 1), (4, 8))
+
+
+@pytest.mark.parametrize("kernel, sizes", [
+    ("syr2k", {"n": 37, "m": 23}), ("syrk", {"n": 37, "m": 23}),
+])
+def test_register_tile_on_a_triangle_has_constant_indices(kernel, sizes):
+    """A thread on the diagonal of ``j <= i`` touches fewer points than one inside; the
+    register tile's base is still one affine expression (``32 by + ty``), so every
+    index into it is a constant once unrolled -- a piecewise base made a run-time index
+    and put the tile in local memory -- and the code still checks."""
+    spec = f"kernels/polybench/{kernel}.c"
+    c = compile_region(spec, variant=Variant(tile=(32, 32), threads=(8, 32), jam=True))
+    (reg,) = [b for b in c.memory.buffers if b.space == "register"]
+    assert all(len(base.get_pieces()) == 1 for base in reg.box.base)
+    assert reg.box.extents == (4, 1)
+    assert " ? " not in "".join(line for line in c.program.source.splitlines()
+                                if "C_reg[" in line and "+=" in line)
+    result = check_program(c.program, c.source_scop, spec, sizes, backend="cpu", seed=3)
+    assert result.ok, result.message

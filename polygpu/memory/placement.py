@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 import islpy as isl
 
 from polygpu.frontend import ir
-from polygpu.memory.footprints import Box, bounding_box, footprint
+from polygpu.memory.footprints import Box, bounding_box, footprint, uniform_base
 from polygpu.memory.padding import (
     CostModel,
     PaddingDecision,
@@ -304,6 +304,18 @@ def _box(an: Analysis, s: isl.Set) -> Box | None:
 
 
 @memo_by_identity(maxsize=1024)
+def _register_box(an: Analysis, reads: isl.Set | None, writes: isl.Set | None
+                  ) -> Box | None:
+    """The box of a register tile: :func:`_box_of_both` with a base of one affine piece
+    where one bounds the footprint (``footprints.uniform_base``: constant indices once
+    unrolled, so the tile stays in registers on triangular domains)."""
+    box = _box_of_both(an, reads, writes)
+    if box is None:
+        return None
+    both = union_optional(reads, writes)
+    return uniform_base(box, both, _context(an, both), MAX_REGISTERS)
+
+
 def _box_of_both(an: Analysis, reads: isl.Set | None, writes: isl.Set | None
                  ) -> Box | None:
     """The box around the reads and writes together."""
@@ -523,7 +535,7 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
             if variant.registers and "register" in cands:
                 reads = footprint(scop, kernel, array.name, "read", 0, threads=True)
                 writes = footprint(scop, kernel, array.name, "write", 0, threads=True)
-                box = _box_of_both(an, reads, writes)
+                box = _register_box(an, reads, writes)
                 if box is not None and box.size <= MAX_REGISTERS and (
                         box.size == 1 or kernel.unroll_dims):
                     buffers.append(Buffer(kernel.index, array.name, "register",
