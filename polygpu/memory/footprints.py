@@ -205,6 +205,14 @@ def uniform_base(box: Box, s: isl.Set, context: isl.Set, max_size: int) -> Box:
     (the copies in and out are guarded by the footprint itself)."""
     if box.chunk:
         return box
+    try:
+        with isl_operation_budget(s.get_ctx()):
+            return _uniform_base(box, s, context, max_size)
+    except (OutOfBudget, isl.Error):  # keep the piecewise base: correct, maybe slower
+        return box
+
+
+def _uniform_base(box: Box, s: isl.Set, context: isl.Set, max_size: int) -> Box:
     bases, extents = list(box.base), list(box.extents)
     changed = False
     for d, lo in enumerate(box.base):
@@ -235,10 +243,7 @@ def _extent_from(s: isl.Set, d: int, base: isl.Aff, stride: int, context: isl.Se
     element = element.align_params(shifted.get_domain_space())
     values = element.sub(shifted).intersect_domain(s.align_params(element.get_domain_space())
                                                    ).intersect_params(context)
-    try:
-        low, high = values.min_val(), values.max_val()
-    except isl.Error:
-        return None
+    low, high = values.min_val(), values.max_val()
     if not (low.is_int() and high.is_int()) or low.to_python() < 0:
         return None
     if stride > 1:
