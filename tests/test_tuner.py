@@ -460,3 +460,17 @@ def test_ptxas_oracle_hands_the_runner_its_cubin():
         space=SMALL, jobs=2, strategy="exhaustive", budget=2))
     assert len(cubins) == 2 and all(c.startswith(b"\x7fELF") for c in cubins)
     assert all(c.registers > 0 for c in result.candidates if c.stage == "timed")
+
+
+def test_time_steps_are_cut_only_under_host_loops():
+    """heat-3d's plans step ``tsteps`` on the host: checked at a few steps. seidel-2d's
+    steps are wavefronts through ``t``, ``i`` and ``j``: its kernels' guards depend on
+    ``tsteps``, which the check keeps at the usual cap."""
+    v = Variant(tile=(32, 32), threads=(8, 32), time_tile=0, specialize=True)
+    heat = tuner._prepared("kernels/polybench/heat_3d.c", None, (), ())
+    assert tuner._steps_of(heat, v) == {"tsteps"}
+    seidel = tuner._prepared("kernels/seidel2d.c", None, (), ())
+    assert all(c.host is not None and c.host.kind == "wavefront" for c in seidel.candidates)
+    assert tuner._steps_of(seidel, v) == frozenset()
+    assert tuner._check_params(tuner.TuneOptions(), {"tsteps": 500, "n": 1000}, v,
+                               tuner._steps_of(seidel, v))["tsteps"] > 3

@@ -281,9 +281,8 @@ def _compile_all(spec, function, options: TuneOptions, variants: Sequence[Varian
     """``variants`` through :func:`_compile_one` in ``mode``, in parallel processes when
     there are several (``options.jobs``, default one per CPU)."""
     texts = [canonical(v.to_json()) for v in variants]
-    steps = step_parameters(_prepared(spec, function, tuple(options.defines),
-                                      tuple(options.include_dirs)).analysis)
-    checks = [_check_params(options, params, v, steps) for v in variants]
+    prepared = _prepared(spec, function, tuple(options.defines), tuple(options.include_dirs))
+    checks = [_check_params(options, params, v, _steps_of(prepared, v)) for v in variants]
     args = (spec, function, tuple(options.defines), tuple(options.include_dirs))
     workers = max(1, min(options.jobs or usable_cpus(), len(texts)))
     tasks = [(*args, t, dict(params), c, mode) for t, c in zip(texts, checks, strict=True)]
@@ -719,7 +718,7 @@ class Session:
                   program=program, check_program=check_program,
                   params=dict(self.params),
                   check_params=_check_params(options, self.params, c.variant,
-                                             step_parameters(self.prepared.analysis)),
+                                             _steps_of(self.prepared, c.variant)),
                   defines=tuple(options.defines),
                   include_dirs=tuple(options.include_dirs),
                   cubin=self.pool.cubins.get(c.key) if self.pool is not None else None,
@@ -923,6 +922,20 @@ def _measure_overlapped(session: Session, kept) -> None:
             step = session.start(c)
             if isinstance(step, Pending):
                 pending, running = step, worker.submit(session.runner.measure, step.job)
+
+
+def _steps_of(prepared, variant: Variant) -> frozenset[str]:
+    """The step parameters (:func:`~polygpu.model.analysis.step_parameters`) whose
+    loop ``variant``'s plan runs as host steps (``loops``: on the host, or in one block
+    with ``device_steps``), each step the same kernels.  Not under a wavefront or isl's
+    host schedule, nor inside a kernel's schedule, which may mix the time loop with the
+    others: a kernel's guards there depend on the count, and the check must keep it."""
+    candidates = prepared.candidates
+    c = variant.candidate
+    host = candidates[c].host if 0 <= c < len(candidates) else None
+    if host is None or host.kind != "loops":
+        return frozenset()
+    return step_parameters(prepared.analysis)
 
 
 def _check_params(options: TuneOptions, params, variant, steps=frozenset()) -> dict[str, int]:
