@@ -630,3 +630,15 @@ def test_mask_fills_boxes_and_enumerates_the_rest(text):
     point.foreach_point(add)
     np.testing.assert_array_equal(mask(s, {"n": n}, shape), expected)
     assert expected.any() and not expected.all()
+
+
+def test_compile_workers_follow_the_cpu_affinity(monkeypatch):
+    """A tune pinned to some cores starts one compiler per core it may use, not per core
+    the machine has; without affinity support, the machine's count."""
+    from polygpu.runtime import compiler
+
+    monkeypatch.setattr(compiler.os, "sched_getaffinity", lambda pid: {4, 5, 6}, raising=False)
+    monkeypatch.setattr(compiler.os, "cpu_count", lambda: 64)
+    assert compiler.usable_cpus() == 3
+    monkeypatch.delattr(compiler.os, "sched_getaffinity", raising=False)
+    assert compiler.usable_cpus() == 64
