@@ -128,12 +128,14 @@ def test_the_ast_cache_gives_the_code_of_a_cold_start():
     def code(v):
         return compile_region(spec, variant=v, params=sizes).program.source
 
-    thread_ast._ASTS.clear()
+    thread_ast._ast_of_text.cache_clear()
     cold = code(first)
-    entries = len(thread_ast._ASTS)
+    entries = thread_ast._ast_of_text.cache_info().currsize
     assert entries > 0
-    thread_ast._ASTS.clear()
+    thread_ast._ast_of_text.cache_clear()
     code(other)
     assert code(first) == cold  # after another variant filled the cache
+    hits = thread_ast._ast_of_text.cache_info().hits
     assert code(first) == cold  # all from the cache
-    assert len(thread_ast._ASTS) >= entries
+    assert thread_ast._ast_of_text.cache_info().hits >= hits + entries
+    assert thread_ast._ast_of_text.cache_info().currsize >= entries

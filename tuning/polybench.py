@@ -413,7 +413,7 @@ def main(argv=None) -> int:
         return merge(args, available)
     device = get_device(args.backend)
     gpu = str(device.name() if callable(device.name) else device.name)
-    out = Path(args.out) if args.out else ROOT / "tuning" / "results" / gpu.replace(" ", "-")
+    out = Path(args.out) if args.out else results_dir(gpu)
     out.mkdir(parents=True, exist_ok=True)
     peak = dgemm_gflops() if args.backend == "gpu" else None
     roof = Roofline(3000.0, peak or 51000.0, gpu)
@@ -448,6 +448,10 @@ def main(argv=None) -> int:
     return 0
 
 
+def results_dir(gpu: str) -> Path:
+    return ROOT / "tuning" / "results" / gpu.replace(" ", "-")
+
+
 def merge(args, available) -> int:
     """One table from shards run on several GPUs: each kernel's row from the shard that ran
     it (the last shard that has it wins), the recorded row for kernels none ran (``--keep``),
@@ -458,8 +462,7 @@ def merge(args, available) -> int:
         print(f"shards come from different GPUs ({', '.join(sorted(gpus))}): not merged",
               file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else ROOT / "tuning" / "results" / \
-        shards[0]["gpu"].replace(" ", "-")
+    out = Path(args.out) if args.out else results_dir(shards[0]["gpu"])
     out.mkdir(parents=True, exist_ok=True)
     rows = {}
     if args.keep and (out / "polybench.json").exists():

@@ -9,7 +9,7 @@ legal.  Shared by plain kernels (``cuda.py``) and staged ones (``staging.py``).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from functools import lru_cache
 
 import islpy as isl
 
@@ -86,10 +86,7 @@ def kernel_ast(scop: Scop, kernel: TiledKernel, levels: int = 0,
                         unroll)
 
 
-_ASTS: OrderedDict = OrderedDict()  # (context, schedule, iterators, unroll) -> AST
-_AST_ENTRIES = 512
-
-
+@lru_cache(maxsize=512)
 def _ast_of_text(context: str, schedule: str, iterators: tuple[str, ...],
                  unroll: tuple[int, ...]) -> isl.AstNode:
     """The AST built from the *text* of the context and the schedule.  Why text: the
@@ -98,17 +95,8 @@ def _ast_of_text(context: str, schedule: str, iterators: tuple[str, ...],
     tune's 66 s of CPU).  Building from the parsed text, never from the objects at hand,
     makes the AST a function of the text alone -- the same code whether it comes from
     this cache or not, whichever variant asked first."""
-    key = (context, schedule, iterators, unroll)
-    node = _ASTS.get(key)
-    if node is not None:
-        _ASTS.move_to_end(key)
-        return node
     build = isl.AstBuild.from_context(isl.Set(context)).set_iterators(ids(iterators))
-    node = node_from_schedule_map(build, isl.UnionMap(schedule), unroll)
-    _ASTS[key] = node
-    if len(_ASTS) > _AST_ENTRIES:
-        _ASTS.popitem(last=False)
-    return node
+    return node_from_schedule_map(build, isl.UnionMap(schedule), unroll)
 
 
 def _options(n: int, unroll: tuple[int, ...], atomic: bool) -> isl.UnionMap | None:

@@ -316,6 +316,7 @@ def _register_box(an: Analysis, reads: isl.Set | None, writes: isl.Set | None
     return uniform_base(box, both, _context(an, both), MAX_REGISTERS)
 
 
+@memo_by_identity(maxsize=1024)
 def _box_of_both(an: Analysis, reads: isl.Set | None, writes: isl.Set | None
                  ) -> Box | None:
     """The box around the reads and writes together."""

@@ -15,6 +15,7 @@ import islpy as isl
 from polygpu.model.atomic import combinable, relaxed_dependences
 from polygpu.model.bounds import BoundsWarning, check_bounds
 from polygpu.model.dependences import Dependences, compute_dependences
+from polygpu.model.isl_util import memo_by_identity
 from polygpu.model.parallelism import (
     LoopParallelism,
     Reduction,
@@ -76,6 +77,7 @@ def analyze(scop: Scop, dependences: Dependences | None = None) -> Analysis:
     )
 
 
+@memo_by_identity(maxsize=64)
 def step_parameters(an: Analysis) -> frozenset[str]:
     """The parameters that only count the steps of a sequential outermost loop -- a
     stencil's ``tsteps``: in every statement that uses one, each constraint naming it
