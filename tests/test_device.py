@@ -393,7 +393,8 @@ def test_run_budget_counts():
 
 def test_run_budget_cutoff_stops_a_candidate_that_cannot_win():
     """With a cutoff, timed runs stop after three once even the fastest is slower than
-    it; a candidate faster than the cutoff is timed in full."""
+    it, after one when that one is over twice the cutoff; a candidate faster than the
+    cutoff is timed in full."""
     def timed(budget: RunBudget, ms) -> list[float]:
         done = []
         while budget.more_timed(done):
@@ -407,6 +408,11 @@ def test_run_budget_cutoff_stops_a_candidate_that_cannot_win():
     assert len(timed(RunBudget(20, 3, None, 10.0), [12.0, 9.5] + [11.0] * 18)) == 20
     assert len(timed(RunBudget(20, 3, 2000.0, 10.0), 12.0)) == 3
     assert not RunBudget(20, 3).cut_off([1e9] * 3)
+    # far above the cutoff, one warm run decides; just above it, three are needed
+    assert len(timed(RunBudget(20, 3, None, 10.0), 20.5)) == 1
+    assert len(timed(RunBudget(20, 3, None, 10.0), 19.5)) == 3
+    assert len(timed(RunBudget(20, 3, None, 10.0), [19.5, 25.0, 9.0] + [9.0] * 17)) == 20
+    assert not RunBudget(20, 3, None, 10.0).cut_off([])
 
 
 @pytest.mark.parametrize("by_launch", [False, True])

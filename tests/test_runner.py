@@ -137,7 +137,8 @@ def test_one_child_serves_job_after_job_and_is_replaced_after_a_crash(job):
 def test_cutoff_stops_the_timing_and_is_recorded(job):
     m = ProcessRunner("cpu", timeout_s=30, repeats=10, warmup=0).measure(
         dataclasses.replace(job, cutoff_ms=1e-9))
-    assert m.status == "ok" and len(m.times_ms) == 3 and m.extra["cut_off_ms"] == 1e-9
+    # far over the cutoff: one timed run decides (RunBudget.SURE)
+    assert m.status == "ok" and len(m.times_ms) == 1 and m.extra["cut_off_ms"] == 1e-9
     full = ProcessRunner("cpu", timeout_s=30, repeats=5, warmup=0).measure(job)
     assert len(full.times_ms) == 5 and "cut_off_ms" not in full.extra
 

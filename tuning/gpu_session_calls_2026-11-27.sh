@@ -15,6 +15,13 @@ tune)  # where a tune's time goes, per kernel given
     args=$(python3 -c "import json;e=json.load(open('kernels/catalog.json'))['polybench/$k.c'];print(' '.join(f'-p {a}={b}' for a,b in e['gpu'].items()))")
     timeout ${LIMIT:-250} python tuning/tune_profile.py kernels/polybench/$k.c $args --budget 10 --top 30 -o $OUT/tune_profile_$k.txt > $OUT/tune_$k.log 2>&1; head -3 $OUT/tune_profile_$k.txt | cut -c1-400; grep -E "^prepare|measured in" $OUT/tune_$k.log | cut -c1-260; tail -2 $OUT/tune_$k.log | cut -c1-300
   done ;;
+tunes)  # "tune" for each kernel given at once, each on its own GPU and 16 cores
+  shift; i=0
+  for k in "$@"; do
+    pin="taskset -c $((16*i))-$((16*i+15))"; command -v taskset >/dev/null || pin=""
+    (CUDA_VISIBLE_DEVICES=$i $pin bash $0 tune $k > $OUT/summary_$k.txt 2>&1) &
+    i=$((i+1))
+  done; wait; for k in "$@"; do echo "== $k"; cat $OUT/summary_$k.txt; rm $OUT/summary_$k.txt; done ;;
 mmprobe)  # register tiles of 8 x 16 points (cuBLAS's shape) against cuBLAS SGEMM
   for n in 2048 4096 8192; do timeout 170 python tuning/variant_probe.py kernels/mm.c -p n=$n --variants tuning/probe_mm_register_tile_8x16.json --repeats 20 -o $OUT/probe_mm_$n.json 2>&1 | grep -v "^ " | cut -c1-250; done ;;
 ncu_mm)  # what limits mm against cuBLAS SGEMM (tuning/ncu_mm.sh)

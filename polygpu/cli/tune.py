@@ -82,8 +82,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "--repeats are taken, at least 3 (default 1000; 0: always --repeats)")
     p.add_argument("--race", type=nonnegative_float, default=1.25, metavar="F",
                    help="stop timing a candidate after 3 runs once even its fastest is over "
-                   "F times the best median so far: it cannot win (default 1.25; 0: time "
-                   "every candidate in full)")
+                   "F times the best median so far, after 1 once it is over 2F: it cannot "
+                   "win (default 1.25; 0: time every candidate in full)")
     p.add_argument("--seed", type=seed_value, default=0,
                    help="random strategy and inputs (0 to 2**32-1)")
     p.add_argument("--jobs", type=count_value(1), metavar="N",

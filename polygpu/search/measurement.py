@@ -70,7 +70,8 @@ class Job:
     # asked only where the breakdown is used (the per-kernel strategy's programs)
     launch_times: bool = False
     # race against the search's best so far: stop timing after three runs once even the
-    # fastest is slower than this (RunBudget.cutoff_ms); None: time in full
+    # fastest is slower than this, after one over twice it (RunBudget.cutoff_ms); None:
+    # time in full
     cutoff_ms: float | None = None
 
 

@@ -115,7 +115,8 @@ class TuneOptions:
     include_dirs: tuple[str, ...] = ()
     scalars: Mapping[str, float] | None = None  # float scalar parameters (default: random)
     # race each candidate against the best median so far: its timed runs stop after three
-    # once even the fastest is slower than ``race`` x that median (it cannot win); None
+    # once even the fastest is slower than ``race`` x that median, after one once it is
+    # over twice that (it cannot win: RunBudget.SURE); None
     # or 0: every candidate timed in full (e.g. for plots of the whole space)
     race: float | None = 1.25
 
