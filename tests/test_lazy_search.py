@@ -44,7 +44,7 @@ def counted(monkeypatch):
     real = tuner._compile_all
 
     def counting(spec, function, options, variants, params, mode="program"):
-        calls[mode] += len(variants)
+        calls.update([mode] * len(variants) if isinstance(mode, str) else mode)
         return real(spec, function, options, variants, params, mode)
 
     monkeypatch.setattr(tuner, "_compile_all", counting)
@@ -262,3 +262,65 @@ def test_distance_rows_are_the_functions_floats(kernel, sizes):
     for mine in (profiles[0], profiles[len(variants) // 2], profiles[-1]):
         expected = np.array([explore._profile_distance(mine, p) for p in profiles])
         assert np.array_equal(table.row(mine), expected)
+
+
+def test_a_warmed_compile_service_is_the_same_service():
+    """``warm`` has the child prepare the region while the caller goes on; the batches
+    after it get their own results (the warm-up's reply is read first), and a service
+    warmed but never used ends at once when closed."""
+    import time
+
+    mv = str(ROOT / "kernels" / "mv.c")
+    region = (mv, None, (), ())
+    tasks = [(*region, canonical(Variant(tile=(t,), threads=(t,)).to_json()),
+              {"n": 64}, {"n": 64}, mode) for t in (32, 64) for mode in ("program", "check")]
+    service = tuner._CompileService(2)
+    try:
+        service.warm(region)
+        assert service.unread == 1
+        found = service.map(tasks)
+        assert service.unread == 0 and not service.broken
+    finally:
+        service.close()
+    here = [tuner._compile_one(*task) for task in tasks]
+    assert [r.get("program") for r in found] == [r.get("program") for r in here]
+    assert [r.get("check_program") for r in found] == [r.get("check_program") for r in here]
+
+    unused = tuner._CompileService(2)
+    unused.warm(region)
+    process = unused.process
+    start = time.monotonic()
+    unused.close()
+    assert process.poll() is not None and time.monotonic() - start < 10
+
+
+def test_checks_generated_beside_programs_change_nothing_but_when(monkeypatch):
+    """With compile workers, each candidate's check program is generated in the batch
+    that generates its program (never alone, on the search's path); the search times the
+    same candidates in the same order with the same programs as one compiling in this
+    process, which generates a check only for what it times."""
+    batches = []
+    real = tuner._compile_all
+
+    def recording(spec, function, options, variants, params, mode="program"):
+        batches.append([mode] * len(variants) if isinstance(mode, str) else list(mode))
+        return real(spec, function, options, variants, params, mode)
+
+    monkeypatch.setattr(tuner, "_compile_all", recording)
+    results = {}
+    for jobs in (1, 2):
+        runner = SyntheticRunner()
+        batches.clear()
+        result = tune(ATAX, EXTRALARGE, runner, options=TuneOptions(budget=4, jobs=jobs),
+                      oracle=FixedResources())
+        results[jobs] = (runner.calls, result, [list(b) for b in batches])
+    (calls1, one, batches1), (calls2, two, batches2) = results[1], results[2]
+    assert calls1 == calls2 and one.best.key == two.best.key
+    assert {k: p.source for k, p in one.programs.items()} == \
+        {k: p.source for k, p in two.programs.items()}
+    # in this process: a check alone, for each candidate timed
+    assert sum(b == ["check"] for b in batches1) == len(set(calls1))
+    # with workers: never alone, always with the programs of the same batch
+    checks = [b for b in batches2 if "check" in b]
+    assert checks and all("program" in b for b in checks)
+    assert two.work["checks"] >= len(set(calls2))

@@ -235,6 +235,20 @@ class ProcessRunner:
         except Exception:  # noqa: BLE001 -- interpreter teardown
             pass
 
+    def start(self, spec: str, function: str | None = None, defines: Sequence[str] = (),
+              include_dirs: Sequence[str] = ()) -> None:
+        """Start the serving child now and have it import what a job needs, open the
+        device and parse ``spec``'s region while the caller goes on (a tune costs and
+        builds its first candidate meanwhile): the first job's child otherwise spends
+        seconds on them before its check.  A failure here is left for the first job to
+        meet and report."""
+        if not self.persistent or self._server is not None:
+            return
+        self._server = _Server(self.backend)
+        self._server.warm({"backend": self.backend, "device": self.device, "spec": spec,
+                           "function": function, "defines": list(defines),
+                           "include_dirs": list(include_dirs)})
+
     def environment(self) -> Environment:
         """Where this runner measures; asked of a child once (the parent never opens a
         CUDA context), then cached.  Raises when the backend cannot be used at all."""
@@ -364,6 +378,15 @@ class _Server:
             os.close(job_r)
             os.close(done_w)
         self._buffer = b""
+        self.unread = 0  # replies to warm-up lines, read before the next job's
+
+    def warm(self, what: Mapping) -> None:
+        """One ``#warm`` line: the child prepares ``what`` (see :func:`_warm`)."""
+        try:
+            os.write(self.jobs, f"{_WARM} {json.dumps(what)}\n".encode())
+            self.unread += 1
+        except OSError:
+            pass  # the first job finds the child dead
 
     def log_size(self) -> int:
         try:
@@ -386,7 +409,7 @@ class _Server:
         except OSError:
             return "died"
         deadline = time.monotonic() + timeout
-        while b"\n" not in self._buffer:
+        while self._buffer.count(b"\n") <= self.unread:
             left = deadline - time.monotonic()
             if left <= 0:
                 return "timeout"
@@ -396,7 +419,9 @@ class _Server:
                 if not chunk:
                     return "died"
                 self._buffer += chunk
-        _, _, self._buffer = self._buffer.partition(b"\n")
+        for _ in range(self.unread + 1):
+            _, _, self._buffer = self._buffer.partition(b"\n")
+        self.unread = 0
         return "done"
 
     def returncode(self) -> int | None:
@@ -832,6 +857,31 @@ def _job_in(directory: Path) -> None:
     os.replace(tmp, directory / "result.pkl")  # whole or absent, even if killed now
 
 
+_WARM = "#warm"  # a line to a serving child that is not a job directory
+
+
+def _warm(text: str) -> None:
+    """What the first job would set up, done before it comes: the modules a job
+    imports, the device (its context kept, as a job's is) and the region's model; any
+    failure is ignored here -- the job meets it again and reports it."""
+    try:
+        what = json.loads(text)
+        from polygpu.frontend import load
+        from polygpu.model.build import build_scop
+        from polygpu.runtime import check, inputs  # noqa: F401 -- imported for the job
+        from polygpu.runtime.device import GpuDevice
+
+        if what["backend"] == "gpu":
+            index = int(what["device"])
+            _kept(("gpu", index), lambda: GpuDevice(index))
+        spec, function = what["spec"], what["function"]
+        defines, include_dirs = tuple(what["defines"]), tuple(what["include_dirs"])
+        _kept(("region", spec, function, defines, include_dirs, _stamp(spec)),
+              lambda: _region(load(spec, function, defines, include_dirs), build_scop))
+    except Exception:  # noqa: BLE001 -- the job reports it
+        pass
+
+
 def _serve(jobs_fd: int, done_fd: int) -> int:
     """Job after job: a directory per line in, the same line out once its result is
     written; ends when the parent closes the pipe (or exits).  The region's model and
@@ -841,7 +891,10 @@ def _serve(jobs_fd: int, done_fd: int) -> int:
     with os.fdopen(jobs_fd, "r", encoding="utf-8") as jobs, \
             os.fdopen(done_fd, "w", encoding="utf-8", buffering=1) as done:
         for line in jobs:
-            _job_in(Path(line.rstrip("\n")))
+            if line.startswith(_WARM):
+                _warm(line[len(_WARM):])
+            else:
+                _job_in(Path(line.rstrip("\n")))
             sys.stdout.flush()
             sys.stderr.flush()
             done.write(line if line.endswith("\n") else line + "\n")

@@ -204,8 +204,9 @@ def _prepared(spec, function, defines, include_dirs):
 
 # What a worker does with one variant (see explore.py for why they are apart):
 # "sketch": the model's numbers without code; "program": the code that is timed;
-# "check": the code of its reference check (the variant specialized at the check sizes)
-MODES = ("sketch", "program", "check")
+# "check": the code of its reference check (the variant specialized at the check sizes);
+# "prepare": nothing but the region's model (a compile service warming up)
+MODES = ("sketch", "program", "check", "prepare")
 
 
 def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
@@ -218,6 +219,8 @@ def _compile_one(spec: str, function: str | None, defines: tuple[str, ...],
 
     try:
         prepared = _prepared(spec, function, defines, include_dirs)
+        if mode == "prepare":
+            return {}
         variant = Variant.from_json(variant_json)
         if mode == "program":
             return {"program": compile_variant(prepared, variant, params).program}
@@ -278,21 +281,40 @@ _SERVICE: _CompileService | None = None
 
 
 def _compile_all(spec, function, options: TuneOptions, variants: Sequence[Variant],
-                 params: Mapping[str, int], mode: str = "program") -> list[dict]:
-    """``variants`` through :func:`_compile_one` in ``mode``, in parallel processes when
-    there are several (``options.jobs``, default one per CPU)."""
+                 params: Mapping[str, int], mode: str | Sequence[str] = "program"
+                 ) -> list[dict]:
+    """``variants`` through :func:`_compile_one` in ``mode`` (one for all, or one per
+    variant), in parallel processes when there are several (``options.jobs``, default
+    one per CPU)."""
     texts = [canonical(v.to_json()) for v in variants]
+    modes = [mode] * len(texts) if isinstance(mode, str) else list(mode)
     prepared = _prepared(spec, function, tuple(options.defines), tuple(options.include_dirs))
     checks = [_check_params(options, params, v, _steps_of(prepared, v)) for v in variants]
-    args = (spec, function, tuple(options.defines), tuple(options.include_dirs))
-    workers = max(1, min(options.jobs or usable_cpus(), len(texts)))
-    tasks = [(*args, t, dict(params), c, mode) for t, c in zip(texts, checks, strict=True)]
-    if workers > 1 and len(texts) >= 2:
+    tasks = [(*_region_args(spec, function, options), t, dict(params), c, m)
+             for t, c, m in zip(texts, checks, modes, strict=True)]
+    if _workers(options, len(texts)) > 1:
         results = _SERVICE.map(tasks) if _SERVICE is not None else \
-            _compile_in_child(tasks, workers) if len(texts) >= 8 else None
+            _compile_in_child(tasks, _workers(options, len(texts))) if len(texts) >= 8 \
+            else None
         if results is not None:
             return results
     return [_compile_one(*task) for task in tasks]
+
+
+def _region_args(spec, function, options: TuneOptions) -> tuple:
+    """What :func:`_compile_one` needs to prepare the region (its first four arguments)."""
+    return spec, function, tuple(options.defines), tuple(options.include_dirs)
+
+
+def _workers(options: TuneOptions, tasks: int) -> int:
+    """The processes :func:`_compile_all` spreads ``tasks`` over (1: this one)."""
+    return max(1, min(options.jobs or usable_cpus(), tasks)) if tasks >= 2 else 1
+
+
+def _in_parallel(options: TuneOptions) -> bool:
+    """Whether two tasks given to :func:`_compile_all` now run at once, in the running
+    tune's compile service: then work done ahead costs no waiting, only idle CPUs."""
+    return _SERVICE is not None and not _SERVICE.broken and _workers(options, 2) > 1
 
 
 def _compile_in_child(tasks: list[tuple], workers: int) -> list[dict] | None:
@@ -376,21 +398,44 @@ class _CompileService:
         self.workers = workers
         self.process: subprocess.Popen | None = None
         self.broken = False
+        self.unread = 0  # replies to batches sent without waiting (warm)
+
+    def _start(self) -> None:
+        if self.process is None:
+            from polygpu.search.runner import _ROOT
+
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "polygpu.search.runner", "--compile-serve",
+                 str(self.workers)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, env=env)
+
+    def warm(self, region: tuple) -> None:
+        """Start the child now and have it prepare ``region`` (:func:`_region_args`) and
+        fork its workers while this process goes on (plans, the first build): the
+        region's model takes seconds (correlation: 5.8 s), and the first batch the search
+        sends would otherwise wait for it.  The reply is read before the next batch's."""
+        if self.broken or self.workers < 2:
+            return
+        try:
+            self._start()
+            _send(self.process.stdin, [(*region, "", {}, {}, "prepare")])
+            self.unread += 1
+        except Exception:
+            self.broken = True
+            self.close()
 
     def map(self, tasks: list[tuple]) -> list[dict] | None:
         if self.broken:
             return None
         try:
-            if self.process is None:
-                from polygpu.search.runner import _ROOT
-
-                env = dict(os.environ)
-                env["PYTHONPATH"] = os.pathsep.join(
-                    p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
-                self.process = subprocess.Popen(
-                    [sys.executable, "-m", "polygpu.search.runner", "--compile-serve",
-                     str(self.workers)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL, env=env)
+            self._start()
+            while self.unread:
+                if _receive(self.process.stdout) is None:
+                    raise EOFError("the compile service ended")
+                self.unread -= 1
             _send(self.process.stdin, tasks)
             results = _receive(self.process.stdout)
         except Exception:
@@ -403,9 +448,12 @@ class _CompileService:
 
     def close(self) -> None:
         process, self.process = self.process, None
+        unused, self.unread = self.unread > 0, 0
         if process is None:
             return
         try:
+            if unused:  # still warming up for a search that ended before using it
+                raise TimeoutError
             process.stdin.close()
             process.wait(timeout=60)
         except Exception:
@@ -517,7 +565,9 @@ class Session:
         self.env = runner.environment()
         self.candidates: dict[str, Candidate] = {}
         self.programs: dict[str, KernelProgram] = {}
-        self.check_programs: dict[str, KernelProgram] = {}  # of specialized variants
+        # what generating each specialized variant's check program gave: the program
+        # ("check_program") or the error ("error")
+        self._checks: dict[str, dict] = {}
         self._seen: dict[tuple, str] = {}
         self.pool: SearchPool | None = None
         self.function_name = prepared.analysis.scop.function
@@ -581,10 +631,19 @@ class Session:
                      and c.key not in self.programs}.values())
         if not todo:
             return
+        # where the tasks run in parallel, each specialized candidate's check program is
+        # generated beside its program: the one about to be timed then has it at once
+        # (one core's seconds of isl per candidate, otherwise on the search's path)
+        ahead = [c for c in todo if c.variant.specialize and c.key not in self._checks] \
+            if _in_parallel(self.options) else []
         found = _compile_all(self.spec, self.function, self.options,
-                             [c.variant for c in todo], self.params, "program")
+                             [c.variant for c in todo + ahead], self.params,
+                             ["program"] * len(todo) + ["check"] * len(ahead))
         self.generated += len(todo)
-        for c, r in zip(todo, found, strict=True):
+        self.checked += len(ahead)
+        for c, r in zip(ahead, found[len(todo):], strict=True):
+            self._checks[c.key] = r
+        for c, r in zip(todo, found[:len(todo)], strict=True):
             if "error" in r:
                 self._set(replace(c, stage="invalid", reason=r["error"]))
                 continue
@@ -604,14 +663,14 @@ class Session:
         timed), else None (the check runs the timed program)."""
         if not c.variant.specialize:
             return None
-        if c.key not in self.check_programs:
-            (r,) = _compile_all(self.spec, self.function, self.options, [c.variant],
-                                self.params, "check")
+        if c.key not in self._checks:
+            (self._checks[c.key],) = _compile_all(self.spec, self.function, self.options,
+                                                  [c.variant], self.params, "check")
             self.checked += 1
-            if "error" in r:
-                raise PolygpuError(f"the reference check of {c.key}: {r['error']}")
-            self.check_programs[c.key] = r["check_program"]
-        return self.check_programs[c.key]
+        r = self._checks[c.key]
+        if "error" in r:
+            raise PolygpuError(f"the reference check of {c.key}: {r['error']}")
+        return r["check_program"]
 
     def compile(self, variants: Sequence[Variant]) -> list[Candidate]:
         """Each of ``variants`` costed and its code generated (no oracle): ``kept``,
@@ -818,6 +877,19 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
          oracle: ResourceOracle | None = None) -> TuneResult:
     """Search the variants of ``spec``'s region at ``params`` (see the module doc);
     ``oracle`` tells registers and shared memory (default: ptxas)."""
+    global _SERVICE
+    outer, _SERVICE = _SERVICE, _CompileService(max(1, options.jobs or usable_cpus()))
+    _SERVICE.warm(_region_args(spec, function, options))  # beside this process's own
+    try:
+        return _tune(spec, params, runner, function, options, database, limits, arch,
+                     progress, oracle)
+    finally:
+        _SERVICE.close()
+        _SERVICE = outer
+
+
+def _tune(spec, params, runner, function, options, database, limits, arch, progress,
+          oracle) -> TuneResult:
     from polygpu.search import resources
     from polygpu.search import space as space_
 
@@ -839,6 +911,9 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
     session = Session(spec, function, params, options, runner, database, prepared, limits,
                       arch, state, notify)
     strategy = STRATEGIES[options.strategy]
+    start = getattr(runner, "start", None)  # its child sets up while the search begins
+    if start is not None:
+        start(spec, function, options.defines, options.include_dirs)
 
     # the variants the strategy starts from (default: the whole space), not costed yet
     first = getattr(strategy, "first_space", None)
@@ -859,25 +934,19 @@ def tune(spec: str, params: Mapping[str, int], runner: Runner, *,
     pool = SearchPool(session.candidates, session.programs, params, limits, arch,
                       oracle or resources.default_oracle(), options.jobs, session=session)
     session.pool = pool
-    global _SERVICE
-    outer, _SERVICE = _SERVICE, _CompileService(max(1, options.jobs or usable_cpus()))
-    try:
-        state.phase = "nvcc"
-        notify(state)
-        # a strategy returns the candidates to time in order, or yields them one by one
-        # as it costs and builds them (reading the budget left after each)
-        kept = strategy(pool, options)
-        left = session.budget_left()
-        session.expect(len(kept) if isinstance(kept, Sequence) else
-                       left if left is not None else len(pool.candidates))
-        if getattr(strategy, "pipelined", False):
-            _measure_overlapped(session, kept)
-        else:
-            for c in kept:
-                session.measure(c)
-    finally:
-        _SERVICE.close()
-        _SERVICE = outer
+    state.phase = "nvcc"
+    notify(state)
+    # a strategy returns the candidates to time in order, or yields them one by one as
+    # it costs and builds them (reading the budget left after each)
+    kept = strategy(pool, options)
+    left = session.budget_left()
+    session.expect(len(kept) if isinstance(kept, Sequence) else
+                   left if left is not None else len(pool.candidates))
+    if getattr(strategy, "pipelined", False):
+        _measure_overlapped(session, kept)
+    else:
+        for c in kept:
+            session.measure(c)
     candidates = pool.candidates
     for c in list(candidates.values()):  # what the search never reached
         if c.stage == "unexplored":
