@@ -324,3 +324,62 @@ def test_checks_generated_beside_programs_change_nothing_but_when(monkeypatch):
     checks = [b for b in batches2 if "check" in b]
     assert checks and all("program" in b for b in checks)
     assert two.work["checks"] >= len(set(calls2))
+
+
+def _fake(c: int, tile: int, traffic: float, ms: float | None = None):
+    """A built candidate of scheduler candidate ``c`` whose model cost is its traffic
+    alone (no instances, a grid that fills the GPU), measured at ``ms`` if given."""
+    from polygpu.search.candidate import Candidate
+    from polygpu.search.measurement import Measurement
+    from polygpu.search.pool import Pool
+
+    v = Variant(candidate=c, tile=(tile,), threads=(32,))
+    key = Pool.key_of(v)
+    m = Measurement(key, "ok", time_ms=ms, times_ms=(ms,)) if ms is not None else None
+    return Candidate(key, v, "timed" if m else "kept", traffic_bytes=int(traffic),
+                     blocks=10_000, threads=32, registers=32, concurrency=1.0,
+                     measurement=m)
+
+
+def _walk(candidates, variants):
+    from polygpu.search.occupancy import SM_90
+    from polygpu.search.pool import Pool
+
+    pool = Pool({c.key: c for c in candidates}, {}, {}, SM_90, "sm_90", FixedResources())
+    return pool, explore.Explorer(pool, variants, [c for c in candidates if c.measurement],
+                                  explore.Rules(), lambda: 4)
+
+
+def test_the_walk_puts_a_program_that_measured_slow_behind_the_other():
+    """Explorer.calibrate: the model prices scheduler candidate 1's variants at half of
+    candidate 0's, but its measured variant ran 14x its prediction where candidate 0's
+    ran at its own; from then on candidate 0's next variant comes first."""
+    bw = 3.0e12
+    plan0, tried1 = _fake(0, 32, 3e9, ms=1e3 * 3e9 / bw), _fake(1, 32, 1.5e9,
+                                                              ms=14e3 * 1.5e9 / bw)
+    next0, next1 = _fake(0, 64, 3.3e9), _fake(1, 64, 1.6e9)
+    _, walk = _walk([plan0, tried1, next0, next1], [next0.variant, next1.variant])
+    assert walk.order(next1) < walk.order(next0)  # the model's own order
+    walk.calibrate()
+    assert walk.order(next0) < walk.order(next1)
+    assert walk.scales[(1, False)] > 10 * walk.scales[(0, False)]
+    # one program measured: no other to judge it against, the model's order stands
+    _, alone = _walk([plan0, next0, next1], [next0.variant, next1.variant])
+    alone.calibrate()
+    assert alone.order(next1) < alone.order(next0)
+
+
+def test_the_traffic_rule_compares_variants_of_one_program():
+    """model's traffic floor is per scheduler candidate: candidate 1's tilings model a
+    third of candidate 0's traffic, and candidate 0's best stays in the walk (a floor
+    over both pruned LU's every variant of its faster schedule); candidate 0's variant
+    far above its own floor is pruned."""
+    options = TuneOptions(traffic_slack=50.0, min_concurrency=0.0)
+    best0, heavy0, best1 = _fake(0, 32, 3e9), _fake(0, 64, 6e9), _fake(1, 32, 1e9)
+    pool, walk = _walk([best0, heavy0, best1], [best0.variant, heavy0.variant,
+                                                best1.variant])
+    walk.considered.update(dict.fromkeys(c.key for c in (best0, heavy0, best1)))
+    floors = model._apply(walk, pool, options)
+    assert floors == {(0, False): 3_000_000_000, (1, False): 1_000_000_000}
+    stages = {k: c.stage for k, c in pool.candidates.items()}
+    assert stages == {best0.key: "kept", heavy0.key: "pruned-traffic", best1.key: "kept"}

@@ -394,9 +394,13 @@ def test_one_kernel_plan_is_the_model_search():
     by_model = _tune(model_runner, spec=TRANSPOSE, params=params, strategy="model",
                      traffic_slack=50.0, min_concurrency=0.25)
     assert result.chosen is None and not any(j.launch_times for j in runner.jobs)
-    # the same search: its plans first, the same pruning of the space
+    # the same search: its plans first, the same pruning of the space, the same
+    # candidates timed.  Not quite the same order: the walk's order learns from the
+    # measurements (Explorer.calibrate), and the model strategy's walk picks each
+    # candidate while the one before is still measured (it is pipelined), this one after
     assert result.counts() == by_model.counts()
-    assert runner.calls == model_runner.calls
+    assert runner.calls[:2] == model_runner.calls[:2]
+    assert sorted(runner.calls) == sorted(model_runner.calls)
     from dataclasses import replace
 
     plan_key = canonical(replace(plan, specialize=True).to_json())

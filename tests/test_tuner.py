@@ -208,9 +208,12 @@ def test_database_reuse_and_budget(tmp_path):
     with TuningDatabase(path) as db:
         r2 = _tune(second, strategy="model", budget=3, database=db)
         assert db.count() == 6
-    # the three measured before are reused, three new ones are measured
+    # what was measured before is reused (not counted), three new ones are measured: the
+    # plans first in both; after them the walk's order learns from the times it has
+    # (Explorer.calibrate), which the database gives the second search sooner
     assert len(second.calls) == 3 and not set(second.calls) & set(first.calls)
-    assert sum(1 for c in r2.candidates if c.stage == "reused") == 3
+    reused = {c.key for c in r2.candidates if c.stage == "reused"}
+    assert set(first.calls[:2]) <= reused <= set(first.calls)
     assert r2.best.score <= r1.best.score
 
 
@@ -395,15 +398,23 @@ def test_traffic_bound_is_the_fewest_of_a_variant_without_spills():
     assert fits and all(max(c.variant.tile) < 256 for c in fits)
     # the floor: the fewest traffic of a non-spilling variant whose main launch gives
     # every SM a block (smaller grids with less traffic are kept beside it)
-    filling = [c for c in fits if max(c.launches, key=lambda x: x.traffic_bytes).blocks
-               >= SM_90.multiprocessors]
-    least = min(c.traffic_bytes for c in filling or fits)
+    # (per program: a scheduler candidate, with host or device steps)
+    def group(c):
+        return c.variant.candidate, c.variant.device_steps
+
+    least = {}
+    for g in {group(c) for c in fits}:
+        mine = [c for c in fits if group(c) == g]
+        filling = [c for c in mine if max(c.launches, key=lambda x: x.traffic_bytes).blocks
+                   >= SM_90.multiprocessors]
+        least[g] = min(c.traffic_bytes for c in filling or mine)
     # the fewest traffic of all is a spilling variant's; the bound is the fewest of the rest
-    assert min(c.traffic_bytes for c in spilled) < least
-    assert all(c.traffic_bytes <= least for c in fits)
-    assert any(c.traffic_bytes == least for c in fits)
-    assert all(c.traffic_bytes > least and "without spills" in c.reason
-               for c in by_stage["pruned-traffic"])
+    assert any(c.traffic_bytes < least[group(c)] for c in spilled if group(c) in least)
+    assert all(c.traffic_bytes <= least[group(c)] for c in fits)
+    assert all(any(c.traffic_bytes == least[g] for c in fits) for g in least)
+    pruned = by_stage["pruned-traffic"]
+    assert pruned and all(c.traffic_bytes > least.get(group(c), 0)
+                          and "without spills" in c.reason for c in pruned)
 
 
 def test_every_strategy_is_registered_and_offered_by_the_cli():

@@ -11,14 +11,20 @@ survivors cheapest predicted first.
    paper's rules, each applied to what the walk has considered:
 
    * *traffic*: drop variants whose modelled traffic is more than ``traffic_slack``
-     percent above the fewest of a variant that does not spill; the least-traffic
-     tilings are often the largest register tiles, which spill, so the variant at the
-     floor is built (ptxas) to know, and when it spills the floor moves up;
+     percent above the fewest of a variant of the same program (scheduler candidate,
+     host or device steps: :func:`~polygpu.search.explore.group_of`) that does not
+     spill; the least-traffic tilings are often the largest register tiles, which
+     spill, so the variant at the floor is built (ptxas) to know, and when it spills
+     the floor moves up.  Per program, because the model's traffic compares tilings of
+     one schedule well and different schedules least well (LU's second schedule models
+     less traffic than the first and runs 14x slower: one floor for both pruned every
+     variant of the first);
    * *spills*: drop variants whose registers spill to local memory;
    * *threads*: keep {T, T/2, T/4} threads per block, T the registers' limit;
    * *concurrency*: drop variants below ``min_concurrency`` of the best built;
 
-   ordered by :func:`~polygpu.search.cost.model_order`.
+   ordered by :func:`~polygpu.search.cost.model_order`, calibrated per program by the
+   measurements so far (:meth:`~polygpu.search.explore.Explorer.calibrate`).
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from polygpu.errors import PolygpuError
-from polygpu.search.explore import LOOKAHEAD, Explorer, Rules
+from polygpu.search.explore import LOOKAHEAD, Explorer, Rules, group_of
 from polygpu.search.pruning import (
     prune_concurrency,
     prune_spills,
@@ -81,14 +87,16 @@ def _search(pool, session, options):
 def rules(pool, options) -> Rules:
     """The paper's rules for an :class:`~polygpu.search.explore.Explorer`; a plan
     (outside the rules) seeds the walk only while its traffic would pass them."""
-    floor: list[int | None] = [None]
+    floors: dict[tuple, int] = {}
 
     def apply(explorer) -> None:
-        floor[0] = _apply(explorer, pool, options)
+        floors.clear()
+        floors.update(_apply(explorer, pool, options))
 
     def seed(c) -> bool:
-        return not c.origin or floor[0] is None or \
-            prune_traffic(c, floor[0], options.traffic_slack) is None
+        least = floors.get(group_of(c.variant))
+        return not c.origin or least is None or \
+            prune_traffic(c, least, options.traffic_slack) is None
 
     return Rules(costed=apply, built=apply, seed=seed)
 
@@ -102,22 +110,26 @@ def _valid(c) -> bool:
         c.registers is not None and c.spill_bytes)
 
 
-def _floor(explorer, pool) -> int | None:
-    """The traffic floor: the fewest bytes of a considered variant of the space that
-    does not spill (among the grids that give every SM a block).  A variant at the
-    floor not built yet is built to know whether it spills (at most
-    :data:`~polygpu.search.explore.LOOKAHEAD` at a time, within the walk's build
-    allowance); one that does is pruned and the floor moves up."""
+def _floors(explorer, pool) -> dict[tuple, int]:
+    """The traffic floor of each program (:func:`~polygpu.search.explore.group_of`): the
+    fewest bytes of a considered variant of the space that does not spill (among the
+    grids that give every SM a block).  A variant at a floor not built yet is built to
+    know whether it spills (at most :data:`~polygpu.search.explore.LOOKAHEAD` at a time,
+    within the walk's build allowance); one that does is pruned and its floor moves
+    up."""
     builds = 0
     while True:
-        floor_pool = [c for c in explorer.candidates() if _valid(c)]
-        least = traffic_floor(floor_pool, pool.limits)
-        unknown = [c for c in floor_pool if c.traffic_bytes == least
+        groups: dict[tuple, list] = {}
+        for c in explorer.candidates():
+            if _valid(c):
+                groups.setdefault(group_of(c.variant), []).append(c)
+        floors = {g: traffic_floor(cs, pool.limits) for g, cs in groups.items()}
+        unknown = [c for g, cs in groups.items() for c in cs if c.traffic_bytes == floors[g]
                    and c.stage == "kept" and not explorer.is_built(c)]
         may = explorer.may_build()
         size = LOOKAHEAD - builds if may is None else min(may, LOOKAHEAD - builds)
-        if least is None or not unknown or size <= 0:
-            return least
+        if not unknown or size <= 0:
+            return floors
         explorer.build(unknown[:size], rules=False)
         builds += len(unknown[:size])
         for c in unknown[:size]:
@@ -126,16 +138,17 @@ def _floor(explorer, pool) -> int | None:
                 pool.set(prune_spills(built) or built)
 
 
-def _apply(explorer, pool, options) -> int | None:
+def _apply(explorer, pool, options) -> dict[tuple, int]:
     """Every rule, in the paper's order, on each considered candidate of the space not
     measured yet, from scratch: what a rule pruned against an earlier floor or best is
     admitted again when it passes now (spills, invalid code and duplicates are final).
-    The traffic floor it used."""
-    least = _floor(explorer, pool)
+    The traffic floors it used."""
+    floors = _floors(explorer, pool)
     open_ = ("kept", "pruned-traffic", "pruned-threads", "pruned-occupancy")
     todo = [c for c in explorer.candidates(*open_) if c.measurement is None and not c.origin]
     stage = {}
     for c in todo:  # traffic, then spills
+        least = floors.get(group_of(c.variant))
         pruned = prune_traffic(c, least, options.traffic_slack) if least is not None \
             else None
         if pruned is None and explorer.is_built(c):
@@ -156,4 +169,4 @@ def _apply(explorer, pool, options) -> int | None:
     for key, c in stage.items():
         if c != pool.candidates[key]:
             pool.set(c)
-    return least
+    return floors
