@@ -115,15 +115,15 @@ def test_broken_candidates_are_isolated_and_reported(runner, job):
     assert again.status == "ok" and again.time_ms > 0
 
 
-def test_a_started_runner_measures_in_the_child_it_warmed(job):
-    """``start`` spawns the serving child at once and has it set up (imports, device,
+def test_a_warmed_runner_measures_in_the_child_it_set_up(job):
+    """``warm`` spawns the serving child at once and has it set up (imports, device,
     the region); the first job is measured by that child, exactly as an unwarmed one
     would; a warm-up that fails (no such file) is ignored, and the job still runs."""
     for spec in (job.spec, "/nonexistent/region.c"):
         with ProcessRunner("cpu", timeout_s=30, repeats=2, warmup=0) as runner:
-            runner.start(spec)
+            runner.warm(spec)
             child = runner._server.proc.pid
-            runner.start(spec)  # started already: the same child
+            runner.warm(spec)  # started already: the same child
             assert runner._server.proc.pid == child and runner._server.unread == 1
             first, second = runner.measure(job), runner.measure(job)
             assert first.status == second.status == "ok", first

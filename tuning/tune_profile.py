@@ -80,7 +80,10 @@ class _Logged:
     so a tune stopped by a time limit still shows where its time went."""
 
     def __init__(self, runner):
-        self.runner, self.start = runner, time.perf_counter()
+        self.runner, self.t0 = runner, time.perf_counter()
+
+    def warm(self, *args):
+        self.runner.warm(*args)
 
     def environment(self):
         return self.runner.environment()
@@ -88,7 +91,7 @@ class _Logged:
     def measure(self, job):
         t0 = time.perf_counter()
         m = self.runner.measure(job)
-        print(f"[{time.perf_counter() - self.start:6.1f} s] measured in "
+        print(f"[{time.perf_counter() - self.t0:6.1f} s] measured in "
               f"{time.perf_counter() - t0:5.1f} s: {m.status} {m.time_ms} ms, "
               f"{len(m.times_ms)} runs, stages {m.extra.get('stages_s')} "
               f"cut off {m.extra.get('cut_off_ms')} {job.key}", flush=True)

@@ -235,8 +235,8 @@ class ProcessRunner:
         except Exception:  # noqa: BLE001 -- interpreter teardown
             pass
 
-    def start(self, spec: str, function: str | None = None, defines: Sequence[str] = (),
-              include_dirs: Sequence[str] = ()) -> None:
+    def warm(self, spec: str, function: str | None = None, defines: Sequence[str] = (),
+             include_dirs: Sequence[str] = ()) -> None:
         """Start the serving child now and have it import what a job needs, open the
         device and parse ``spec``'s region while the caller goes on (a tune costs and
         builds its first candidate meanwhile): the first job's child otherwise spends

@@ -911,9 +911,9 @@ def _tune(spec, params, runner, function, options, database, limits, arch, progr
     session = Session(spec, function, params, options, runner, database, prepared, limits,
                       arch, state, notify)
     strategy = STRATEGIES[options.strategy]
-    start = getattr(runner, "start", None)  # its child sets up while the search begins
-    if start is not None:
-        start(spec, function, options.defines, options.include_dirs)
+    warm = getattr(runner, "warm", None)  # its child sets up while the search begins
+    if callable(warm):
+        warm(spec, function, options.defines, options.include_dirs)
 
     # the variants the strategy starts from (default: the whole space), not costed yet
     first = getattr(strategy, "first_space", None)
