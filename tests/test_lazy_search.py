@@ -10,6 +10,7 @@ generation at the full sizes."""
 from __future__ import annotations
 
 import collections
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -289,9 +290,37 @@ def test_a_warmed_compile_service_is_the_same_service():
     unused = tuner._CompileService(2)
     unused.warm(region)
     process = unused.process
+    workers = []
+    for _ in range(100):  # until it has forked its workers
+        workers = _children(process.pid)
+        if len(workers) >= 2:
+            break
+        time.sleep(0.1)
     start = time.monotonic()
     unused.close()
     assert process.poll() is not None and time.monotonic() - start < 10
+    # and its workers with it (orphans would wait on their queue forever)
+    for _ in range(50):
+        if not [w for w in workers if os.path.exists(f"/proc/{w}")]:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the compile service's workers {workers} outlived it")
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux's /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
 
 
 def test_checks_generated_beside_programs_change_nothing_but_when(monkeypatch):

@@ -61,6 +61,7 @@ import math
 import multiprocessing
 import os
 import pickle
+import signal
 import statistics
 import subprocess
 import sys
@@ -407,10 +408,11 @@ class _CompileService:
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join(
                 p for p in (str(_ROOT), env.get("PYTHONPATH", "")) if p)
+            # its own process group: a kill takes its forked workers with it
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "polygpu.search.runner", "--compile-serve",
                  str(self.workers)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, env=env)
+                stderr=subprocess.DEVNULL, env=env, start_new_session=True)
 
     def warm(self, region: tuple) -> None:
         """Start the child now and have it prepare ``region`` (:func:`_region_args`) and
@@ -457,7 +459,10 @@ class _CompileService:
             process.stdin.close()
             process.wait(timeout=60)
         except Exception:
-            process.kill()
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                process.kill()
             process.wait()
 
 
