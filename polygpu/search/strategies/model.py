@@ -23,8 +23,11 @@ survivors cheapest predicted first.
    * *threads*: keep {T, T/2, T/4} threads per block, T the registers' limit;
    * *concurrency*: drop variants below ``min_concurrency`` of the best built;
 
-   ordered by :func:`~polygpu.search.cost.model_order`, calibrated per program by the
-   measurements so far (:meth:`~polygpu.search.explore.Explorer.calibrate`).
+   each rule comparing the variants of one program (the paper's rules are about one
+   program's tilings; mv's one-kernel schedule was pruned whole for the concurrency of
+   the other's two kernels), the survivors ordered by
+   :func:`~polygpu.search.cost.model_order`, calibrated per program by the measurements
+   so far (:meth:`~polygpu.search.explore.Explorer.calibrate`).
 """
 
 from __future__ import annotations
@@ -157,15 +160,22 @@ def _apply(explorer, pool, options) -> dict[tuple, int]:
     # what the rules so far leave of the space: measured ones and the survivors
     alive = [c for c in explorer.candidates() if _valid(c) and c.measurement is not None] \
         + [c for c in stage.values() if c.stage == "kept"]
-    widest = max((c.threads for c in alive), default=0)  # the space's own largest block
+    widest: dict[tuple, int] = {}  # each program's own largest block
+    for c in alive:
+        g = group_of(c.variant)
+        widest[g] = max(widest.get(g, 0), c.threads)
     for key, c in stage.items():
         if c.stage == "kept" and explorer.is_built(c):
-            stage[key] = prune_threads(c, widest, pool.limits) or c
-    best = max((c.concurrency or 0.0 for c in alive if explorer.is_built(c)
-                and stage.get(c.key, c).stage != "pruned-threads"), default=0.0)
+            stage[key] = prune_threads(c, widest[group_of(c.variant)], pool.limits) or c
+    best: dict[tuple, float] = {}  # each program's best concurrency built
+    for c in alive:
+        if explorer.is_built(c) and stage.get(c.key, c).stage != "pruned-threads":
+            g = group_of(c.variant)
+            best[g] = max(best.get(g, 0.0), c.concurrency or 0.0)
     for key, c in stage.items():
         if c.stage == "kept" and explorer.is_built(c):
-            stage[key] = prune_concurrency(c, best, options.min_concurrency) or c
+            stage[key] = prune_concurrency(c, best.get(group_of(c.variant), 0.0),
+                                           options.min_concurrency) or c
     for key, c in stage.items():
         if c != pool.candidates[key]:
             pool.set(c)
