@@ -412,3 +412,19 @@ def test_the_traffic_rule_compares_variants_of_one_program():
     assert floors == {(0, False): 3_000_000_000, (1, False): 1_000_000_000}
     stages = {k: c.stage for k, c in pool.candidates.items()}
     assert stages == {best0.key: "kept", heavy0.key: "pruned-traffic", best1.key: "kept"}
+
+
+def test_a_floor_is_built_with_the_variants_next_above_it():
+    """model._ladder: the unbuilt variants one program's traffic floor may move to,
+    fewest bytes first, up to the first built one (valid, so it does not spill) -- built
+    in one batch, as the largest register tiles at the floor spill in a row."""
+    from polygpu.search.occupancy import SM_90
+
+    def unbuilt(c):
+        return replace(c, registers=None)
+
+    low, mid, high = (unbuilt(_fake(0, t, b)) for t, b in ((8, 1e9), (16, 2e9), (32, 3e9)))
+    built = _fake(0, 64, 2.5e9)
+    _, walk = _walk([low, mid, high, built], [])
+    assert model._ladder([high, built, low, mid], walk, SM_90) == [low, mid]
+    assert model._ladder([high, low, mid], walk, SM_90) == [low, mid, high]

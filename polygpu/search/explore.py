@@ -74,7 +74,9 @@ BUILT_PER_TIMED = 3
 # an uncosted variant is expected to cost this many times its nearest costed
 # neighbour per step of distance()
 NEARBY = 1.5
-COST_BATCH = 8  # variants costed at once (in parallel)
+# variants costed at once (in parallel): each batch is a serial round of the walk (costed,
+# then the traffic floors built), so as wide as the GPU machine's 16 workers
+COST_BATCH = 16
 
 # steps of distance() per field that differs (tiles and threads: per factor of 2)
 _FIELD_STEPS = {"jam": 1.0, "shared": 1.0, "blocked": 1.0, "chunk": 0.5, "prefetch": 0.5,

@@ -32,11 +32,13 @@ survivors cheapest predicted first.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 from polygpu.errors import PolygpuError
 from polygpu.search.explore import LOOKAHEAD, Explorer, Rules, group_of
 from polygpu.search.pruning import (
+    main_grid,
     prune_concurrency,
     prune_spills,
     prune_threads,
@@ -119,7 +121,9 @@ def _floors(explorer, pool) -> dict[tuple, int]:
     grids that give every SM a block).  A variant at a floor not built yet is built to
     know whether it spills (at most :data:`~polygpu.search.explore.LOOKAHEAD` at a time,
     within the walk's build allowance); one that does is pruned and its floor moves
-    up."""
+    up.  The variants next above a floor are built with it, in one parallel batch: the
+    least-traffic tilings are the largest register tiles, and they spill in a row (mm3 at
+    EXTRALARGE: 7 of 11 floors, each built alone after the one before spilled)."""
     builds = 0
     while True:
         groups: dict[tuple, list] = {}
@@ -127,8 +131,11 @@ def _floors(explorer, pool) -> dict[tuple, int]:
             if _valid(c):
                 groups.setdefault(group_of(c.variant), []).append(c)
         floors = {g: traffic_floor(cs, pool.limits) for g, cs in groups.items()}
-        unknown = [c for g, cs in groups.items() for c in cs if c.traffic_bytes == floors[g]
-                   and c.stage == "kept" and not explorer.is_built(c)]
+        # per program, the unbuilt variants a floor may still move to, fewest bytes first
+        # (up to the first one known not to spill), the programs taken in turn
+        ladders = [_ladder(cs, explorer, pool.limits) for cs in groups.values()]
+        unknown = [c for rung in itertools.zip_longest(*ladders) for c in rung
+                   if c is not None]
         may = explorer.may_build()
         size = LOOKAHEAD - builds if may is None else min(may, LOOKAHEAD - builds)
         if not unknown or size <= 0:
@@ -139,6 +146,21 @@ def _floors(explorer, pool) -> dict[tuple, int]:
             built = pool.candidates[c.key]
             if built.stage == "kept":
                 pool.set(prune_spills(built) or built)
+
+
+def _ladder(candidates: list, explorer, limits) -> list:
+    """The variants of one program's ``candidates`` that its traffic floor may move
+    through, fewest bytes first, until the first built one (which does not spill, being
+    valid): those not built yet.  Only grids that give every SM a block, as the floor
+    (:func:`~polygpu.search.pruning.traffic_floor`), unless none does."""
+    filling = [c for c in candidates if main_grid(c) >= limits.multiprocessors]
+    ladder = []
+    for c in sorted(filling or candidates, key=lambda c: (c.traffic_bytes, c.key)):
+        if explorer.is_built(c):
+            break
+        if c.stage == "kept":
+            ladder.append(c)
+    return ladder
 
 
 def _apply(explorer, pool, options) -> dict[tuple, int]:
