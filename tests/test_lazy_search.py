@@ -423,8 +423,8 @@ def test_a_floor_is_built_with_the_variants_next_above_it():
     def unbuilt(c):
         return replace(c, registers=None)
 
-    low, mid, high = (unbuilt(_fake(0, t, b)) for t, b in ((8, 1e9), (16, 2e9), (32, 3e9)))
-    built = _fake(0, 64, 2.5e9)
+    low, mid, high = (unbuilt(_fake(0, t, b)) for t, b in ((32, 1e9), (64, 2e9), (128, 3e9)))
+    built = _fake(0, 256, 2.5e9)
     _, walk = _walk([low, mid, high, built], [])
     assert model._ladder([high, built, low, mid], walk, SM_90) == [low, mid]
     assert model._ladder([high, low, mid], walk, SM_90) == [low, mid, high]
