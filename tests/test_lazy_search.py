@@ -428,3 +428,23 @@ def test_a_floor_is_built_with_the_variants_next_above_it():
     _, walk = _walk([low, mid, high, built], [])
     assert model._ladder([high, built, low, mid], walk, SM_90) == [low, mid]
     assert model._ladder([high, low, mid], walk, SM_90) == [low, mid, high]
+
+
+def test_a_variant_its_program_measured_far_behind_is_not_timed():
+    """Explorer: once a variant of candidate 1's program ran 2000x its prediction, its
+    other variants are estimated from that (the program's least ratio) and not timed
+    when the estimate is over HOPELESS times the best time (``pruned-measured``, with the
+    estimate); candidate 0's untried variant, whose program measured well, stays."""
+    bw = 3.0e12
+    best0 = _fake(0, 32, 3e9, ms=1e3 * 3e9 / bw)
+    slow1 = _fake(1, 32, 1e9, ms=2000e3 * 1e9 / bw)
+    next0, next1 = _fake(0, 64, 3.3e9), _fake(1, 64, 1.1e9)
+    pool, walk = _walk([best0, slow1, next0, next1], [next0.variant, next1.variant])
+    walk.calibrate()
+    assert walk.estimate(next1) > explore.HOPELESS * walk.best_s
+    assert walk.estimate(next0) < 2 * walk.best_s
+    walk._prune_hopeless()
+    assert pool.candidates[next0.key].stage == "kept"
+    pruned = pool.candidates[next1.key]
+    assert pruned.stage == "pruned-measured" and "over 4x the best time" in pruned.reason
+    assert next(iter(walk)) == pool.candidates[next0.key]  # the walk times the other

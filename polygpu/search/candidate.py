@@ -37,7 +37,8 @@ class Candidate:
 
     ``stage`` is where it stopped: ``timed`` (it has a measurement), ``reused`` (its
     measurement came from the database), ``pruned-traffic``, ``pruned-spills``,
-    ``pruned-occupancy``, ``pruned-threads``, ``duplicate`` (same code as
+    ``pruned-occupancy``, ``pruned-threads``, ``pruned-measured`` (its program's
+    measurements put it far behind the best), ``duplicate`` (same code as
     ``duplicate_of``), ``invalid`` (polygpu or nvcc could not compile it: ``reason``),
     ``budget`` (not reached: never costed, or costed and not timed); while a search
     runs, also ``unexplored`` (in the space, not costed yet).  Until it is built,

@@ -53,7 +53,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -77,6 +77,11 @@ NEARBY = 1.5
 # variants costed at once (in parallel): each batch is a serial round of the walk (costed,
 # then the traffic floors built), so as wide as the GPU machine's 16 workers
 COST_BATCH = 16
+# a candidate its own program's measurements put over this many times the best time is
+# not timed (Explorer.estimate): the least ratio of the program's measured variants is
+# its most favourable reading, so within a program the model would have to be wrong by
+# more than this factor for one to win
+HOPELESS = 4.0
 
 # steps of distance() per field that differs (tiles and threads: per factor of 2)
 _FIELD_STEPS = {"jam": 1.0, "shared": 1.0, "blocked": 1.0, "chunk": 0.5, "prefetch": 0.5,
@@ -251,6 +256,7 @@ class Explorer:
         # measured / predicted time per group of variants (see calibrate)
         self.scales: dict[tuple, float] = {}
         self.neutral = 1.0
+        self.best_s: float | None = None  # the best time measured so far
         start = left()
         self.unlimited = start is None
         self.allowance = 0 if start is None else max(1, start)
@@ -315,6 +321,34 @@ class Explorer:
                 ratios[group] = min(m.time_ms / 1e3 / predicted, ratios.get(group, math.inf))
         self.scales = ratios
         self.neutral = min(ratios.values(), default=1.0)
+        times = [c.measurement.time_ms / 1e3 for c in self.pool.candidates.values()
+                 if c.measurement is not None and c.measurement.status == "ok"
+                 and c.measurement.time_ms]
+        self.best_s = min(times, default=None)
+
+    def estimate(self, c: Candidate) -> float | None:
+        """``c``'s time in seconds as its program's measured variants predict it (its
+        predicted cost times the program's least ratio, :meth:`calibrate`); None when no
+        variant of its program was measured."""
+        scale = self.scales.get(group_of(c.variant))
+        return None if scale is None else predicted_cost(c, self.pool.limits) * scale
+
+    def _prune_hopeless(self) -> None:
+        """The walk's candidates not measured yet that their own program's measurements
+        put over :data:`HOPELESS` times the best time: ``pruned-measured``, never built
+        or timed.  syrk's second schedule at EXTRALARGE ran 3.5-5.4 s a run against the
+        first's 1.6 ms; with nothing else left, four of its variants took 130 s of a
+        tune, each check and run alone longer than the search's whole remaining work."""
+        if self.best_s is None:
+            return
+        for c in self.candidates("kept"):
+            if c.key not in self.variants or c.measurement is not None:
+                continue
+            estimate = self.estimate(c)
+            if estimate is not None and estimate > HOPELESS * self.best_s:
+                self.pool.set(replace(c, stage="pruned-measured", reason=(
+                    f"its program's measured variants predict {estimate * 1e3:.3g} ms, "
+                    f"over {HOPELESS:g}x the best time ({self.best_s * 1e3:.3g} ms)")))
 
     def waiting(self) -> list[Candidate]:
         """Costed variants of the walk past the rules so far, not built yet, in
@@ -425,6 +459,7 @@ class Explorer:
             if left == 0:
                 return
             self.calibrate()  # what was measured since the last pick
+            self._prune_hopeless()
             want = len(self.variants) + len(self.considered) if self.unlimited \
                 else min(LOOKAHEAD, left)
             self._cost_ahead()

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from polygpu.schedule.variant import Variant
+from polygpu.search.explore import HOPELESS
 from polygpu.search.metrics import Roofline, Workload
 from polygpu.search.tuner import Candidate, TuneResult
 
@@ -55,6 +56,8 @@ STAGES: dict[str, str] = {
     "pruned-threads": "threads per block outside {T, T/2, T/4} (T: what the registers "
                       "allow)",
     "pruned-occupancy": "concurrency below the minimum fraction of the best",
+    "pruned-measured": f"its program's measured variants predict over {HOPELESS:g}x the "
+                       "best time",
     "duplicate": "generates the same code as another candidate (measured once)",
     "invalid": "polygpu or nvcc could not compile it",
     "budget": "not reached: the budget of timed candidates was spent (costed and not "
@@ -66,7 +69,7 @@ STAGES: dict[str, str] = {
 _STAGE_COLOURS = {
     "timed": "#2b7bba", "reused": "#7fb2dd", "failed": "#d62728",
     "pruned-traffic": "#ff9f40", "pruned-spills": "#e377c2", "pruned-threads": "#f2c14e",
-    "pruned-occupancy": "#c9a227",
+    "pruned-occupancy": "#c9a227", "pruned-measured": "#b07aa1",
     "duplicate": "#9e9e9e", "invalid": "#8c564b", "budget": "#bcbcbc",
     "kernel-reused": "#9ecae1",
 }
@@ -549,7 +552,10 @@ def _how_to_read(plotted: bool) -> list:
         "spilled registers to local memory (ptxas says so); pruned-threads ones "
         "had a block size outside {T, T/2, T/4}, T being the most threads their registers "
         "allow; pruned-occupancy ones filled less than the minimum fraction of the best "
-        "candidate's warp slots; duplicates generate the same code as another candidate; "
+        "candidate's warp slots; pruned-measured ones belong to a program whose measured "
+        f"variants, scaling the model's prediction, put them over {HOPELESS:g}x the best "
+        "time; "
+        "duplicates generate the same code as another candidate; "
         "invalid ones did not compile; budget ones were never reached.",
     ]
     blocks: list = [_Heading(2, "How to read this report"), _Para(tuple(text))]
