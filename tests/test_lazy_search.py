@@ -448,3 +448,23 @@ def test_a_variant_its_program_measured_far_behind_is_not_timed():
     pruned = pool.candidates[next1.key]
     assert pruned.stage == "pruned-measured" and "over 4x the best time" in pruned.reason
     assert next(iter(walk)) == pool.candidates[next0.key]  # the walk times the other
+
+
+def test_a_program_measured_far_behind_costs_one_measurement():
+    """syrk at EXTRALARGE, its second schedule 2000x slower than the first: the walk picks
+    each candidate while the one before is measured, so a second variant of the slow
+    schedule was already picked when the first one's time came; it is ruled out before
+    it is timed (``Pool.recheck``), and so are the others (``pruned-measured``)."""
+    from polygpu.schedule.variant import Variant as V
+
+    def launch_ms(job, k):
+        return 2000.0 if V.from_json(job.key).candidate == 1 else 1.0 + 0.01 * k
+
+    runner = SyntheticRunner(launch_ms)
+    result = tune(str(ROOT / "kernels" / "polybench" / "syrk.c"), {"n": 2600, "m": 2000},
+                  runner, options=TuneOptions(budget=10, jobs=1), oracle=FixedResources())
+    slow = [k for k in runner.calls if V.from_json(k).candidate == 1]
+    assert len(slow) == 1, runner.calls
+    assert any(c.stage == "pruned-measured" and c.variant.candidate == 1
+               for c in result.candidates)
+    assert result.best.variant.candidate == 0

@@ -453,7 +453,17 @@ class Explorer:
 
     # -- the walk --------------------------------------------------------------------
 
+    def still_wanted(self, c: Candidate) -> bool:
+        """Whether ``c``, yielded earlier, is still worth timing now: what was measured
+        since its pick (a pipelined search picks each candidate while the one before is
+        on the GPU) may have put it over :data:`HOPELESS` times the best
+        (``pruned-measured``); else yes."""
+        self.calibrate()
+        self._prune_hopeless()
+        return self.pool.candidates[c.key].stage != "pruned-measured"
+
     def __iter__(self) -> Iterator[Candidate]:
+        self.pool.recheck = self.still_wanted
         while True:
             left = self.left()
             if left == 0:

@@ -13,7 +13,7 @@ and every decision replaces one by a new one under its key.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from polygpu.codegen.program import KernelProgram
@@ -37,6 +37,9 @@ class Pool:
     oracle: ResourceOracle
     jobs: int | None = None
     cubins: dict[str, bytes] = field(default_factory=dict)  # the binaries the oracle made
+    # set by a walk that yields candidates ahead of their measurement: whether one it
+    # yielded is still worth timing, asked just before it is (None: always)
+    recheck: Callable[[Candidate], bool] | None = None
 
     def __iter__(self) -> Iterator[Candidate]:
         return iter(list(self.candidates.values()))

@@ -979,8 +979,9 @@ def _measure_overlapped(session: Session, kept) -> None:
     strategy costs and builds the next (CPU work: isl, code generation, nvcc) -- in
     order, one measurement at a time, as :meth:`Session.measure` would: candidate i is
     finished (recorded, the best so far updated) before i + 1 is started, so its race
-    cutoff and the budget are what a sequential search would use.  Only for strategies
-    that never measure inside their walk (``pipelined``)."""
+    cutoff and the budget are what a sequential search would use, and the strategy's
+    walk may rule i + 1 out then (``Pool.recheck``: picked before i's time was known).
+    Only for strategies that never measure inside their walk (``pipelined``)."""
     items = iter(kept)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="polygpu-measure") \
             as worker:
@@ -994,6 +995,9 @@ def _measure_overlapped(session: Session, kept) -> None:
                 pending, running = None, None
             if c is None:
                 return
+            recheck = getattr(session.pool, "recheck", None)
+            if recheck is not None and not recheck(c):
+                continue  # ruled out by the measurement that ended since its pick
             step = session.start(c)
             if isinstance(step, Pending):
                 pending, running = step, worker.submit(session.runner.measure, step.job)
