@@ -316,7 +316,7 @@ class Explorer:
             if m is None or m.status != "ok" or not m.time_ms or c.traffic_bytes is None:
                 continue
             predicted = predicted_cost(c, limits)
-            if predicted > 0:
+            if 0 < predicted < math.inf:
                 group = group_of(c.variant)
                 ratios[group] = min(m.time_ms / 1e3 / predicted, ratios.get(group, math.inf))
         self.scales = ratios
