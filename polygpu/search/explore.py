@@ -310,21 +310,19 @@ class Explorer:
         14x slower, variant after variant, until the budget was spent.  A group without
         a measurement gets the most favourable ratio known (it is not judged by another
         program's error); with no measurement at all the order is the model's."""
-        limits, ratios = self.pool.limits, {}
+        limits, ratios, best = self.pool.limits, {}, math.inf
         for c in self.pool.candidates.values():
             m = c.measurement
-            if m is None or m.status != "ok" or not m.time_ms or c.traffic_bytes is None:
+            if m is None or m.status != "ok" or not m.time_ms:
                 continue
-            predicted = predicted_cost(c, limits)
+            best = min(best, m.time_ms / 1e3)
+            predicted = predicted_cost(c, limits) if c.traffic_bytes is not None else 0
             if 0 < predicted < math.inf:
                 group = group_of(c.variant)
                 ratios[group] = min(m.time_ms / 1e3 / predicted, ratios.get(group, math.inf))
         self.scales = ratios
         self.neutral = min(ratios.values(), default=1.0)
-        times = [c.measurement.time_ms / 1e3 for c in self.pool.candidates.values()
-                 if c.measurement is not None and c.measurement.status == "ok"
-                 and c.measurement.time_ms]
-        self.best_s = min(times, default=None)
+        self.best_s = best if best < math.inf else None
 
     def estimate(self, c: Candidate) -> float | None:
         """``c``'s time in seconds as its program's measured variants predict it (its

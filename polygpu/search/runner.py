@@ -630,22 +630,17 @@ def _is_pycuda_error(e: Exception) -> bool:
 
 
 def _run_job(job, backend, budget, l2_bytes, state, index=0) -> Measurement:
-    from polygpu.frontend import load
-    from polygpu.model.build import build_scop
     from polygpu.runtime import inputs
     from polygpu.runtime.check import check_program
-    from polygpu.runtime.device import CpuEmulator, GpuDevice
+    from polygpu.runtime.device import CpuEmulator
 
     extra = state["extra"]
     extra["worker_pid"] = os.getpid()  # which child measured it (a serving one: many)
     started = time.perf_counter()
-    source, scop = _kept(("region", job.spec, job.function, job.defines, job.include_dirs,
-                          _stamp(job.spec)),
-                         lambda: _region(load(job.spec, job.function, job.defines,
-                                              job.include_dirs), build_scop))
+    source, scop = _kept_region(job.spec, job.function, job.defines, job.include_dirs)
     # compile first, so a compiler error is reported as one, not as a failed check
     if backend == "gpu":
-        device = _kept(("gpu", index), lambda: GpuDevice(index))
+        device = _kept_gpu(index)
         _install_gpu_module(job, extra, device)
     else:
         device = CpuEmulator()
@@ -708,8 +703,27 @@ def _stamp(spec: str) -> tuple:
         return ()
 
 
-def _region(source, build_scop):
-    return source, build_scop(source)
+def _kept_region(spec: str, function: str | None, defines: tuple[str, ...],
+                 include_dirs: tuple[str, ...]):
+    """The region's source and model, kept while this child serves jobs (keyed by the
+    file's size and time too: an edit between two jobs is seen)."""
+    from polygpu.frontend import load
+    from polygpu.model.build import build_scop
+
+    def make():
+        source = load(spec, function, defines, include_dirs)
+        return source, build_scop(source)
+
+    return _kept(("region", spec, function, tuple(defines), tuple(include_dirs),
+                  _stamp(spec)), make)
+
+
+def _kept_gpu(index: int):
+    """The :class:`~polygpu.runtime.device.GpuDevice` of CUDA device ``index``, kept
+    (its context) while this child serves jobs."""
+    from polygpu.runtime.device import GpuDevice
+
+    return _kept(("gpu", index), lambda: GpuDevice(index))
 
 
 def _rotated(values: Mapping[str, object], k: int) -> list[dict[str, object]]:
@@ -866,18 +880,12 @@ def _warm(text: str) -> None:
     failure is ignored here -- the job meets it again and reports it."""
     try:
         what = json.loads(text)
-        from polygpu.frontend import load
-        from polygpu.model.build import build_scop
         from polygpu.runtime import check, inputs  # noqa: F401 -- imported for the job
-        from polygpu.runtime.device import GpuDevice
 
         if what["backend"] == "gpu":
-            index = int(what["device"])
-            _kept(("gpu", index), lambda: GpuDevice(index))
-        spec, function = what["spec"], what["function"]
-        defines, include_dirs = tuple(what["defines"]), tuple(what["include_dirs"])
-        _kept(("region", spec, function, defines, include_dirs, _stamp(spec)),
-              lambda: _region(load(spec, function, defines, include_dirs), build_scop))
+            _kept_gpu(int(what["device"]))
+        _kept_region(what["spec"], what["function"], tuple(what["defines"]),
+                     tuple(what["include_dirs"]))
     except Exception:  # noqa: BLE001 -- the job reports it
         pass
 

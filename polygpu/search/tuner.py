@@ -293,10 +293,10 @@ def _compile_all(spec, function, options: TuneOptions, variants: Sequence[Varian
     checks = [_check_params(options, params, v, _steps_of(prepared, v)) for v in variants]
     tasks = [(*_region_args(spec, function, options), t, dict(params), c, m)
              for t, c, m in zip(texts, checks, modes, strict=True)]
-    if _workers(options, len(texts)) > 1:
+    workers = _workers(options, len(texts))
+    if workers > 1:
         results = _SERVICE.map(tasks) if _SERVICE is not None else \
-            _compile_in_child(tasks, _workers(options, len(texts))) if len(texts) >= 8 \
-            else None
+            _compile_in_child(tasks, workers) if len(texts) >= 8 else None
         if results is not None:
             return results
     return [_compile_one(*task) for task in tasks]
