@@ -10,6 +10,7 @@ generation at the full sizes."""
 from __future__ import annotations
 
 import collections
+import math
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from polygpu.search.measurement import canonical
 from polygpu.search.resources import FixedResources
 from polygpu.search.runner import SyntheticRunner
 from polygpu.search.strategies import model
-from polygpu.search.tuner import TuneOptions, tune
+from polygpu.search.tuner import GIVE_UP_FLOOR_MS, TuneOptions, tune
 
 ROOT = Path(__file__).resolve().parent.parent
 ATAX = str(ROOT / "kernels" / "polybench" / "atax.c")
@@ -124,19 +125,26 @@ def test_each_candidate_races_the_best_so_far():
         def measure(self, job):
             m = super().measure(job)
             self.jobs.append((job.cutoff_ms, m.time_ms))
+            self.give_up.append(job.give_up_ms)
             return m
 
     runner = Recording()
+    runner.give_up = []
     tune(ATAX, EXTRALARGE, runner, options=TuneOptions(budget=5, jobs=1),
          oracle=FixedResources())
     assert runner.jobs[0][0] is None and len(runner.jobs) == 5
+    assert runner.give_up[0] is None
     for i, (cutoff, _) in enumerate(runner.jobs[1:], 1):
         best = min(t for _, t in runner.jobs[:i])
         assert cutoff == pytest.approx(1.25 * best)
+        # a check at the timed sizes is given up over HOPELESS x the best, never below
+        # the floor (the synthetic times are 1-2 ms)
+        assert runner.give_up[i] == max(explore.HOPELESS * best, GIVE_UP_FLOOR_MS) == 50.0
     off = Recording()
+    off.give_up = []
     tune(ATAX, EXTRALARGE, off, options=TuneOptions(budget=3, jobs=1, race=None),
          oracle=FixedResources())
-    assert [c for c, _ in off.jobs] == [None] * 3
+    assert [c for c, _ in off.jobs] == [None] * 3 and off.give_up == [None] * 3
 
 
 def test_overlapped_measurement_is_the_same_search(monkeypatch):
@@ -468,3 +476,31 @@ def test_a_program_measured_far_behind_costs_one_measurement():
     assert any(c.stage == "pruned-measured" and c.variant.candidate == 1
                for c in result.candidates)
     assert result.best.variant.candidate == 0
+
+
+def test_a_check_given_up_at_full_size_prunes_its_program():
+    """syrk at EXTRALARGE, the slow schedule's checks at the timed sizes (1024-point tiles):
+    its first variant's check is given up after its run (``slow``: not verified, not
+    timed, not a failure), whose time calibrates its program, so no other variant of it
+    is measured; the report counts it with the pruned, not the failed."""
+    from polygpu.schedule.variant import Variant as V
+
+    def launch_ms(job, k):
+        return 2000.0 if V.from_json(job.key).candidate == 1 else 1.0 + 0.01 * k
+
+    class AtFullSize(SyntheticRunner):
+        def measure(self, job):
+            slow = V.from_json(job.key).candidate == 1
+            return super().measure(replace(job, check_params=dict(job.params)) if slow
+                                   else job)
+
+    runner = AtFullSize(launch_ms)
+    result = tune(str(ROOT / "kernels" / "polybench" / "syrk.c"), {"n": 2600, "m": 2000},
+                  runner, options=TuneOptions(budget=10, jobs=1), oracle=FixedResources())
+    slow = [c for c in result.candidates if c.variant.candidate == 1
+            and c.measurement is not None]
+    assert len(slow) == 1 and slow[0].measurement.status == "slow"
+    assert slow[0].measurement.extra["check_run_ms"] == 2000.0
+    counts = result.counts()
+    assert "failed" not in counts and counts["pruned-measured"] >= 2
+    assert result.best.variant.candidate == 0 and math.isfinite(result.best.score)

@@ -304,3 +304,39 @@ def test_an_inconclusive_check_is_an_error_not_a_wrong_candidate(job, monkeypatc
     monkeypatch.setattr(check, "check_program", lambda *a, **k: wrong)
     m = _run_job(job, "cpu", RunBudget(1, 0), 0, {"extra": {}})
     assert m.status == "wrong" and not m.extra["check_inconclusive"]
+
+
+def test_a_hopeless_check_at_the_timed_sizes_is_given_up(job, monkeypatch):
+    # the check runs the kernel first; at the timed sizes, a run over give_up_ms ends the
+    # job as "slow" before the float64 reference runs (it never does), neither verified
+    # nor timed, with the run's time for the search's calibration
+    from polygpu.runtime import reference
+    from polygpu.runtime.device import RunBudget
+    from polygpu.search.runner import _run_job
+
+    at_timed = dataclasses.replace(job, check_params=dict(job.params), give_up_ms=1e-9)
+    ran = []
+    real = reference.run_reference
+    monkeypatch.setattr(reference, "run_reference",
+                        lambda *a, **k: ran.append(1) or real(*a, **k))
+    m = _run_job(at_timed, "cpu", RunBudget(3, 1), 0, {"extra": {}})
+    assert m.status == "slow" and m.time_ms is None and m.score == float("inf")
+    assert m.extra["check_run_ms"] > 1e-9 and "given up" in m.reason and not ran
+    # the same limit where the check runs at other (smaller) sizes: checked and timed
+    smaller = dataclasses.replace(job, give_up_ms=1e-9)
+    m = _run_job(smaller, "cpu", RunBudget(3, 1), 0, {"extra": {}})
+    assert m.status == "ok" and ran and "check_run_ms" not in m.extra
+    # a run within the limit: the full check, then the timing
+    ran.clear()
+    m = _run_job(dataclasses.replace(at_timed, give_up_ms=1e9), "cpu", RunBudget(3, 1), 0,
+                 {"extra": {}})
+    assert m.status == "ok" and ran and len(m.times_ms) == 3
+    # a serving child keeps serving after a slow verdict (a clean one)
+    runner = ProcessRunner("cpu", timeout_s=30, repeats=2, warmup=0)
+    try:
+        one = runner.measure(at_timed)
+        two = runner.measure(job)
+    finally:
+        runner.close()
+    assert one.status == "slow" and two.status == "ok"
+    assert one.extra["worker_pid"] == two.extra["worker_pid"]

@@ -92,7 +92,8 @@ class _Logged:
         t0 = time.perf_counter()
         m = self.runner.measure(job)
         print(f"[{time.perf_counter() - self.t0:6.1f} s] measured in "
-              f"{time.perf_counter() - t0:5.1f} s: {m.status} {m.time_ms} ms, "
+              f"{time.perf_counter() - t0:5.1f} s: {m.status} "
+              f"{m.time_ms if m.time_ms is not None else m.extra.get('check_run_ms')} ms, "
               f"{len(m.times_ms)} runs, stages {m.extra.get('stages_s')} "
               f"cut off {m.extra.get('cut_off_ms')} {job.key}", flush=True)
         return m

@@ -83,7 +83,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--race", type=nonnegative_float, default=1.25, metavar="F",
                    help="stop timing a candidate after 3 runs once even its fastest is over "
                    "F times the best median so far, after 1 once it is over 2F: it cannot "
-                   "win (default 1.25; 0: time every candidate in full)")
+                   "win; a check at the timed sizes is given up once its run is over 4 "
+                   "times the best, and 50 ms (default 1.25; 0: time every candidate in "
+                   "full)")
     p.add_argument("--seed", type=seed_value, default=0,
                    help="random strategy and inputs (0 to 2**32-1)")
     p.add_argument("--jobs", type=count_value(1), metavar="N",

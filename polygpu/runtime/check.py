@@ -102,6 +102,17 @@ _UNIT_ROUNDOFF = {"float32": 2.0**-24, "float64": 2.0**-53}
 _CONDITIONING_BYTES = 16 + 8 + 3 * 8
 
 
+class CheckAbandoned(Exception):
+    """A check given up because the kernel's run took ``took_ms``, more than the
+    ``limit_ms`` its caller allowed (``check_program(give_up_ms=...)``): no verdict."""
+
+    def __init__(self, took_ms: float, limit_ms: float):
+        super().__init__(f"one run took {took_ms:.4g} ms, over the {limit_ms:.4g} ms allowed; "
+                         "the check was given up before the reference ran")
+        self.took_ms = took_ms
+        self.limit_ms = limit_ms
+
+
 @dataclass(frozen=True)
 class Conditioning:
     """What the conditioning bound made of one float array: ``beyond_fixed`` written
@@ -158,6 +169,7 @@ def check_program(
     include_dirs: Sequence[str] = (),
     scalars: Mapping[str, float] | None = None,
     conditioning: bool = True,
+    give_up_ms: float | None = None,
 ) -> CheckResult:
     """Run ``program`` (on ``backend``: 'cpu' emulator, 'gpu', 'gpu:N' or a
     :class:`~polygpu.runtime.device.Device`) and the original function of ``spec`` on the
@@ -165,6 +177,12 @@ def check_program(
     runs through the device layer, as the API runs it.  Float scalar parameters take
     their value from ``scalars`` (``-p alpha=1.5``) where given, else a random one.
     ``conditioning=False`` judges by the fixed tolerance alone.
+
+    ``give_up_ms``: the kernel's run is timed (CUDA events on the GPU) and, when it took
+    longer, :class:`CheckAbandoned` is raised before the reference runs -- the tuner's
+    way to drop a hopeless candidate whose check runs at the timed sizes: the float64
+    reference on the host is the check's dearest part, and nothing of an abandoned
+    check is ever used or reported as verified.
 
     ``scop`` is the model of the *original* function (``Compiled.source_scop``), not the
     transformed one the kernels were generated from: its footprints say what the caller
@@ -186,15 +204,20 @@ def check_program(
 
     written, poisoned = _masks(scop, source, ints, shapes)
 
-    # the reference: float64 copies of the unpoisoned inputs
+    # the reference (after the kernel): float64 copies of the unpoisoned inputs
     parallel = parallel_loops(scop, source)
-    ref_values, ref_run = _reference(source, values, defines, include_dirs, parallel)
 
     # the kernel: poisoned inputs inside red zones
     kernel_in = {a.name: _poisoned_copy(values[a.name], poisoned[a.name]) for a in source.arrays}
     buffers = {name: _in_red_zones(v) for name, v in kernel_in.items()}
     kernel_values = dict(values) | {name: view for name, (view, _, _) in buffers.items()}
-    device.run(program, kernel_values)
+    if give_up_ms is None:
+        device.run(program, kernel_values)
+    else:
+        (took,) = device.time(program, [kernel_values], repeats=1, warmup=0)
+        if took > give_up_ms:
+            raise CheckAbandoned(took, give_up_ms)
+    ref_values, ref_run = _reference(source, values, defines, include_dirs, parallel)
 
     found = []
     for a in source.arrays:

@@ -90,6 +90,16 @@ _CANDIDATE_STEPS = 3.0  # another scheduler candidate: another program altogethe
 _DEVICE_STEPS = 2.0
 
 
+def _time_of(m) -> float | None:
+    """Milliseconds a measurement saw a run take: the median of a timed one, the check's
+    run of one given up as hopeless (``slow``); None otherwise."""
+    if m is None:
+        return None
+    if m.status == "ok":
+        return m.time_ms
+    return m.extra.get("check_run_ms") if m.status == "slow" else None
+
+
 def group_of(v: Variant) -> tuple:
     """The group of variants of one program: a scheduler candidate, with host or device
     steps.  The model compares variants within one group well and across groups least
@@ -309,17 +319,19 @@ class Explorer:
         LU's second schedule at n = 4000 was predicted cheaper than the first and ran
         14x slower, variant after variant, until the budget was spent.  A group without
         a measurement gets the most favourable ratio known (it is not judged by another
-        program's error); with no measurement at all the order is the model's."""
+        program's error); with no measurement at all the order is the model's.  A
+        check given up as hopeless (status "slow") counts with its one run's time."""
         limits, ratios, best = self.pool.limits, {}, math.inf
         for c in self.pool.candidates.values():
-            m = c.measurement
-            if m is None or m.status != "ok" or not m.time_ms:
+            took_ms = _time_of(c.measurement)
+            if not took_ms:
                 continue
-            best = min(best, m.time_ms / 1e3)
+            if c.measurement.status == "ok":
+                best = min(best, took_ms / 1e3)
             predicted = predicted_cost(c, limits) if c.traffic_bytes is not None else 0
             if 0 < predicted < math.inf:
                 group = group_of(c.variant)
-                ratios[group] = min(m.time_ms / 1e3 / predicted, ratios.get(group, math.inf))
+                ratios[group] = min(took_ms / 1e3 / predicted, ratios.get(group, math.inf))
         self.scales = ratios
         self.neutral = min(ratios.values(), default=1.0)
         self.best_s = best if best < math.inf else None

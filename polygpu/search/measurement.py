@@ -18,7 +18,11 @@ from typing import Protocol
 from polygpu.codegen.program import KernelProgram
 
 # A measurement's outcome.  Only "ok" has a time; every other status scores infinite.
-STATUSES = ("ok", "wrong", "compile-error", "crash", "timeout", "error")
+# "slow": the check's own run, at the timed sizes, took longer than the job's
+# ``give_up_ms`` -- neither verified nor timed; ``extra["check_run_ms"]`` holds that
+# run's time (a first, cold run: about a warm run's time where it matters, runs of
+# tens of milliseconds or more), which the search calibrates its model by
+STATUSES = ("ok", "wrong", "compile-error", "crash", "timeout", "error", "slow")
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,11 @@ class Job:
     # fastest is slower than this, after one over twice it (RunBudget.cutoff_ms); None:
     # time in full
     cutoff_ms: float | None = None
+    # give up a check that runs at ``params`` once its kernel run takes longer than this
+    # (status "slow", neither verified nor timed): a candidate many times slower than
+    # the best would otherwise cost its float64 reference at full size on the host
+    # (syrk's second schedule at EXTRALARGE: 21 s a check); None: check in full
+    give_up_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,8 @@ STAGES: dict[str, str] = {
                       "allow)",
     "pruned-occupancy": "concurrency below the minimum fraction of the best",
     "pruned-measured": f"its program's measured variants predict over {HOPELESS:g}x the "
-                       "best time",
+                       "best time, or its check's own run took that long (status slow: "
+                       "the check was given up, the candidate neither verified nor timed)",
     "duplicate": "generates the same code as another candidate (measured once)",
     "invalid": "polygpu or nvcc could not compile it",
     "budget": "not reached: the budget of timed candidates was spent (costed and not "
@@ -500,7 +501,7 @@ def _pruning(result: TuneResult, counts: Mapping[str, int]) -> list:
 def _failures(result: TuneResult) -> list:
     blocks: list = [_Heading(2, "Failures")]
     failed = [c for c in result.candidates
-              if c.measurement is not None and c.measurement.status != "ok"]
+              if c.measurement is not None and c.measurement.status not in ("ok", "slow")]
     invalid = [c for c in result.candidates if c.stage == "invalid"]
     if not failed and not invalid:
         return blocks + [_Para("None: every measured candidate passed the reference check "

@@ -351,7 +351,7 @@ class ProcessRunner:
 # statuses after which a serving child goes on to the next job: the candidate ran to a
 # verdict in an intact process (a wrong result is seen by the check, in red-zoned
 # buffers that are freed after it)
-_CLEAN = frozenset({"ok", "wrong", "compile-error"})
+_CLEAN = frozenset({"ok", "wrong", "compile-error", "slow"})
 
 
 class _Server:
@@ -554,7 +554,8 @@ class SyntheticRunner:
     ``launch_ms(job, k)`` gives launch ``k``'s milliseconds (default: a pseudo-random
     number in [1, 2) drawn from kernel ``k``'s own merged variant, so a kernel's time
     does not depend on its neighbours, as on a GPU to first order); a run is the sum of
-    its launches, reported with the breakdown when the job asks for it.  ``calls``
+    its launches, reported with the breakdown when the job asks for it, or a check
+    given up (``slow``) where the child's would be (``Job.give_up_ms``).  ``calls``
     lists the keys measured, in order."""
 
     def __init__(self, launch_ms=None, env: Environment = SYNTHETIC_ENV):
@@ -576,6 +577,10 @@ class SyntheticRunner:
         self.calls.append(job.key)
         per = [float(self.launch_ms(job, k)) for k in range(len(job.program.launches))]
         total = sum(per)
+        if job.give_up_ms is not None and dict(job.check_params) == dict(job.params) \
+                and total > job.give_up_ms:  # as the child's check gives up
+            return Measurement(job.key, "slow", reason="synthetic: given up",
+                               extra={"check_run_ms": total})
         extra = {"launch_ms": per} if job.launch_times else {}
         return Measurement(job.key, "ok", time_ms=total, times_ms=(total,),
                            check="synthetic: not run", extra=extra)
@@ -631,7 +636,7 @@ def _is_pycuda_error(e: Exception) -> bool:
 
 def _run_job(job, backend, budget, l2_bytes, state, index=0) -> Measurement:
     from polygpu.runtime import inputs
-    from polygpu.runtime.check import check_program
+    from polygpu.runtime.check import CheckAbandoned, check_program
     from polygpu.runtime.device import CpuEmulator
 
     extra = state["extra"]
@@ -647,9 +652,19 @@ def _run_job(job, backend, budget, l2_bytes, state, index=0) -> Measurement:
         device.load(job.program)
 
     checked = job.check_program or job.program
-    result = check_program(checked, scop, job.spec, job.check_params, backend=device,
-                           seed=job.seed, defines=job.defines, include_dirs=job.include_dirs,
-                           scalars=job.scalars)
+    # a check at the timed sizes runs what would be timed: give it up where that run
+    # alone shows the candidate hopeless (Job.give_up_ms)
+    give_up = job.give_up_ms if dict(job.check_params) == dict(job.params) else None
+    try:
+        result = check_program(checked, scop, job.spec, job.check_params, backend=device,
+                               seed=job.seed, defines=job.defines,
+                               include_dirs=job.include_dirs, scalars=job.scalars,
+                               give_up_ms=give_up)
+    except CheckAbandoned as e:
+        extra["check_run_ms"] = e.took_ms
+        extra["stages_s"] = {"setup_and_check": round(time.perf_counter() - started, 3)}
+        return Measurement(job.key, "slow", reason=f"not verified, not timed: {e}",
+                           extra=extra)
     checked_at = time.perf_counter()
     state["check"] = result.message.splitlines()[0]
     extra["check_error"] = max(result.max_relative_error.values(), default=0.0)

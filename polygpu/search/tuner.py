@@ -80,6 +80,7 @@ from polygpu.runtime.grid import launch_blocks
 from polygpu.schedule.variant import Variant
 from polygpu.search.candidate import Candidate, LaunchCost
 from polygpu.search.cost import LAUNCH_SECONDS, model_order, model_times, predicted_cost
+from polygpu.search.explore import HOPELESS
 from polygpu.search.measurement import (
     Environment,
     Job,
@@ -173,7 +174,9 @@ class TuneResult:
         result: dict[str, int] = {}
         for c in self.candidates:
             stage = c.stage
-            if c.measurement is not None and c.measurement.status != "ok":
+            if c.measurement is not None and c.measurement.status == "slow":
+                stage = "pruned-measured"  # its own check's run showed it hopeless
+            elif c.measurement is not None and c.measurement.status != "ok":
                 stage = "failed"
             result[stage] = result.get(stage, 0) + 1
         return result
@@ -489,6 +492,11 @@ def compile_server(workers: int) -> int:
             pool.shutdown()
 
 
+# the least time of a check's run that gives the check up (Session.start): what a check
+# at the timed sizes costs beyond its run is the float64 reference on the host, which
+# only matters for runs far longer than this
+GIVE_UP_FLOOR_MS = 50.0
+
 MIN_CHECK_STEPS = 3  # steps of a time loop a check runs at least (see check_parameters)
 
 
@@ -779,6 +787,10 @@ class Session:
         # no race where the launch breakdown is wanted: it feeds other plans' times
         cutoff = best * options.race if options.race and best is not None \
             and not wanted else None
+        # a check at the timed sizes is given up once its run shows the candidate
+        # hopeless (Job.give_up_ms); never below GIVE_UP_FLOOR_MS, where a first run's
+        # own costs (lazy loading, cold caches) could pass for slowness
+        give_up = max(HOPELESS * best, GIVE_UP_FLOOR_MS) if cutoff is not None else None
         job = Job(key=c.key, spec=self.spec, function=self.function,
                   program=program, check_program=check_program,
                   params=dict(self.params),
@@ -788,7 +800,7 @@ class Session:
                   include_dirs=tuple(options.include_dirs),
                   cubin=self.pool.cubins.get(c.key) if self.pool is not None else None,
                   arch=self.arch, seed=options.seed, scalars=dict(options.scalars or {}),
-                  launch_times=wanted, cutoff_ms=cutoff)
+                  launch_times=wanted, cutoff_ms=cutoff, give_up_ms=give_up)
         self.timed += 1
         return Pending(c, job)
 
@@ -824,7 +836,9 @@ class Session:
         self.order.append(c.key)
         state, m = self.state, c.measurement
         state.done += 1
-        if m.status != "ok":
+        if m.status == "slow":
+            state.pruned += 1
+        elif m.status != "ok":
             state.failed += 1
         elif state.best_ms is None or m.time_ms < state.best_ms:
             state.best_ms, state.best_key = m.time_ms, c.key
