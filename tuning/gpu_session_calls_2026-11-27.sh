@@ -22,6 +22,15 @@ tunes)  # "tune" for each kernel given at once, each on its own GPU and 16 cores
     (CUDA_VISIBLE_DEVICES=$i $pin bash $0 tune $k > $OUT/summary_$k.txt 2>&1) &
     i=$((i+1))
   done; wait; for k in "$@"; do echo "== $k"; cat $OUT/summary_$k.txt; rm $OUT/summary_$k.txt; done ;;
+lanes)  # "tune" for comma-separated kernels in turn, one list per GPU (16 cores each)
+  shift; i=0
+  for s in "$@"; do
+    pin="taskset -c $((16*i))-$((16*i+15))"; command -v taskset >/dev/null || pin=""
+    (CUDA_VISIBLE_DEVICES=$i $pin bash $0 tune ${s//,/ } > $OUT/summary_$i.txt 2>&1) &
+    i=$((i+1))
+  done; wait; i=0; for s in "$@"; do echo "== $s"; cat $OUT/summary_$i.txt; rm $OUT/summary_$i.txt; i=$((i+1)); done ;;
+figure5)  # figures.py for the kernels and sizes given (tune, cuBLAS in the same run)
+  timeout ${LIMIT:-300} python tuning/figures.py --kernels $2 --sizes $3 --budget 12 --out $OUT/figure5 2>&1 | tail -20 ;;
 mmprobe)  # register tiles of 8 x 16 points (cuBLAS's shape) against cuBLAS SGEMM
   for n in 2048 4096 8192; do timeout 170 python tuning/variant_probe.py kernels/mm.c -p n=$n --variants tuning/probe_mm_register_tile_8x16.json --repeats 20 -o $OUT/probe_mm_$n.json 2>&1 | grep -v "^ " | cut -c1-250; done ;;
 ncu_mm)  # what limits mm against cuBLAS SGEMM (tuning/ncu_mm.sh)

@@ -124,8 +124,10 @@ def mask(s: isl.Set, params: Mapping[str, int], shape: tuple[int, ...]) -> np.nd
 
     Points outside the array's extent (accesses the model reports as out of bounds) are
     dropped.  Empty sets, the whole array and every piece that is a box (a stencil's
-    interior) are filled without enumerating points; only other pieces (triangles,
-    strides) are enumerated.
+    interior) are filled without enumerating points, and so is every other piece without
+    existentially quantified variables (a triangle: row by row, :func:`_fill_rows`);
+    only pieces with them (strides) are enumerated point by point -- syrk's written
+    triangle at n = 2600, 3.4 million points, took 11 s that way.
     """
     s = coalesce(at_parameters(s, params))
     if s.is_empty():
@@ -153,7 +155,8 @@ def mask(s: isl.Set, params: Mapping[str, int], shape: tuple[int, ...]) -> np.nd
         if bounds is not None:  # a stencil's interior: one slice, not n^3 points
             result[tuple(slice(lo, hi + 1) for lo, hi in bounds)] = True
             continue
-        piece.foreach_point(add)
+        if not _fill_rows(piece, result):
+            piece.foreach_point(add)
     if points:
         result[tuple(np.array(points).T)] = True
     return result
@@ -174,3 +177,52 @@ def _box_bounds(s: isl.Set, rank: int) -> list[tuple[int, int]] | None:
         box = box.lower_bound_val(isl.dim_type.set, k, lo).upper_bound_val(
             isl.dim_type.set, k, hi)
     return bounds if box.is_equal(s) else None
+
+
+def _fill_rows(s: isl.Set, result: np.ndarray) -> bool:
+    """Set the points of ``s`` (one parameter-free basic set, inside ``result``'s shape)
+    in ``result``, row by row, and say True; False, doing nothing, when ``s`` has
+    existentially quantified variables.  Without them ``s`` is the integer points of a
+    polyhedron ``{x : a.x + c >= 0, b.x + d = 0}``, so along the last dimension each row
+    (the other coordinates fixed) holds one interval, whose ends every constraint bounds
+    directly: evaluated with NumPy on the whole grid of rows in ``s``'s bounding box."""
+    (basic,) = s.get_basic_sets()
+    if basic.dim(isl.dim_type.div):
+        return False
+    rank = result.ndim
+    spans = []
+    for k in range(rank - 1):
+        lo, hi = s.dim_min_val(k), s.dim_max_val(k)
+        if not (lo.is_int() and hi.is_int()):
+            return False
+        spans.append((lo.to_python(), hi.to_python()))
+    grid = np.meshgrid(*(np.arange(lo, hi + 1, dtype=np.int64) for lo, hi in spans),
+                       indexing="ij")
+    outer = [g.reshape(-1) for g in grid] if grid else []
+    rows = outer[0].size if outer else 1
+    first = np.zeros(rows, dtype=np.int64)
+    last = np.full(rows, result.shape[-1] - 1, dtype=np.int64)
+    keep = np.ones(rows, dtype=bool)
+    for c in basic.get_constraints():
+        coefficient = [c.get_coefficient_val(isl.dim_type.set, k).to_python()
+                       for k in range(rank)]
+        rest = np.full(rows, c.get_constant_val().to_python(), dtype=np.int64)
+        for k in range(rank - 1):
+            if coefficient[k]:
+                rest += coefficient[k] * outer[k]
+        a = coefficient[-1]
+        if a == 0:
+            keep &= rest == 0 if c.is_equality() else rest >= 0
+        elif c.is_equality():  # a x + rest = 0
+            keep &= rest % a == 0
+            first = np.maximum(first, -rest // a)
+            last = np.minimum(last, -rest // a)
+        elif a > 0:  # x >= ceil(-rest / a)
+            first = np.maximum(first, -(rest // a))
+        else:  # x <= floor(rest / -a)
+            last = np.minimum(last, rest // -a)
+    columns = np.arange(result.shape[-1], dtype=np.int64)
+    inside = keep[:, None] & (columns >= first[:, None]) & (columns <= last[:, None])
+    window = tuple(slice(lo, hi + 1) for lo, hi in spans)
+    result[window] |= inside.reshape(result[window].shape)
+    return True
