@@ -3,6 +3,7 @@ and the operand-load model: what took mm on the H100 from 0.59x to 0.80x cuBLAS.
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
@@ -162,3 +163,33 @@ def test_one_dimensional_register_tiles_keep_blocked_points():
     blocked = [v for v in points if v.blocked]
     assert blocked and all(v.jam and v.chunk == 1 for v in blocked)
     assert any(v.jam and v.chunk == 4 and not v.blocked for v in points)
+
+
+def _points_per_thread(v):
+    return math.prod(t // h for t, h in zip(v.tile, v.threads, strict=True))
+
+
+def test_wide_register_tiles_for_four_byte_elements_only(mm):
+    """8 x 16 points a thread (cuBLAS SGEMM's shape) beyond the 64-point limit, for float
+    regions without reductions; never in double (128 doubles spill), where the limit
+    stands."""
+    points = space(mm, {"n": 4096}, SpaceOptions(candidates=1))
+    wide = [v for v in points if _points_per_thread(v) > 64]
+    assert wide and all(
+        tuple(t // h for t, h in zip(v.tile, v.threads, strict=True)) == (8, 16)
+        for v in wide)
+    assert any(v.tile == (128, 256) and v.threads == (16, 16) for v in wide)
+    assert all(v.jam and v.chunk == 4 for v in wide)
+    gemm = prepare("kernels/polybench/gemm.c", None, (), ())  # double
+    assert max(map(_points_per_thread, space(gemm, {"ni": 2000, "nj": 2300, "nk": 2600},
+                                              SpaceOptions(candidates=1)))) <= 64
+    assert not any(_points_per_thread(v) > 64 for v in space(
+        mm, {"n": 4096}, SpaceOptions(candidates=1, wide_factors=())))
+
+
+def test_a_wide_register_tile_is_exact_on_cpu(capsys):
+    import json
+    variant = dict(tile=[16, 64], threads=[2, 4], jam=True, time_tile=8, chunk=4,
+                   prefetch=True, unroll=8)
+    assert main(["check", MM, "-p", "n=77", "--variant", json.dumps(variant),
+                 "--backend", "cpu"]) == 0, capsys.readouterr()

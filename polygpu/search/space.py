@@ -59,6 +59,11 @@ class SpaceOptions:
     x_threads: tuple[int, ...] = (16, 32, 64)  # x extents of 2-d and 3-d blocks
     factors: tuple[int, ...] = (1, 2, 4, 8)
     max_points: int = 64  # points per thread (register tile) at most
+    # and beyond it, register tiles of these factors (outer, x) on the two innermost
+    # mapped dimensions, for 4-byte elements only (128 floats fit in 255 registers, 128
+    # doubles do not): cuBLAS SGEMM's 8 x 16 points a thread, which took mm from 0.79x
+    # to 0.83-0.84x cuBLAS at n = 2048-8192 on the H100 (probe_mm_*_register_tile_8x16)
+    wide_factors: tuple[tuple[int, int], ...] = ((8, 16),)
     max_points_reduction: int = 32  # ... when the tile holds partial sums of reductions
     time_tiles: tuple[int, ...] = (16, 32)
     unrolls: tuple[int, ...] = (1, 4)
@@ -83,6 +88,7 @@ class Shape:
     extents: tuple[int, ...]  # points per mapped dimension at the parameters, outer first
     has_time_loop: bool
     reduction_dims: tuple[int, ...] = ()  # mapped dims (outer first) reducing atomically
+    element_bytes: int = 4  # of the widest floating-point array of the region
 
 
 def _value(pa: isl.PwAff, params: Mapping[str, int]) -> int:
@@ -113,8 +119,15 @@ def shapes(prepared: Prepared, params: Mapping[str, int], limit: int) -> list[Sh
                 i = n - 1 - d
                 extents[i] = max(extents[i], _value(pa, params) + 1)
         time_loop = any(_loops_in_time(k) for k in tr.kernels)
-        result.append(Shape(c, n, tuple(extents), time_loop, tuple(reduction)))
+        result.append(Shape(c, n, tuple(extents), time_loop, tuple(reduction),
+                            _element_bytes(an.scop)))
     return result
+
+
+def _element_bytes(scop) -> int:
+    """Bytes of the widest floating-point element of ``scop``'s arrays (4 if none)."""
+    return max((8 if a.dtype == "float64" else 4 for a in scop.arrays
+                if a.dtype.startswith("float")), default=4)
 
 
 def kernel_shapes(prepared: Prepared, params: Mapping[str, int], candidate: int
@@ -136,7 +149,7 @@ def kernel_shapes(prepared: Prepared, params: Mapping[str, int], candidate: int
         reduction = sorted({n - ks.n_space + d for d in ks.reduction_dims
                             if n - ks.n_space + d >= 0})
         result.append(Shape(candidate, n, tuple(extents), _loops_in_time(ks),
-                            tuple(reduction)))
+                            tuple(reduction), _element_bytes(an.scop)))
     return result
 
 
@@ -188,13 +201,15 @@ def _tiles_ok(tile_: tuple[int, ...], extents: tuple[int, ...]) -> bool:
 
 
 def _structures(n, totals, extents, options: SpaceOptions, even: bool,
-                max_points: int) -> list[tuple]:
-    """(threads, factors, tile) of every block shape, filtered by the extents."""
+                max_points: int, wide: bool = False) -> list[tuple]:
+    """(threads, factors, tile) of every block shape, filtered by the extents; with
+    ``wide``, also the ``wide_factors`` register tiles."""
+    wides = [(1,) * (n - 2) + f for f in options.wide_factors] if wide and n >= 2 else []
     result = []
     for total in totals:
         for threads in _thread_shapes(n, total, options):
-            for factors in itertools.product(options.factors, repeat=n):
-                if math.prod(factors) > max_points:
+            for factors in [*itertools.product(options.factors, repeat=n), *wides]:
+                if math.prod(factors) > max_points and factors not in wides:
                     continue
                 tile_ = tuple(t * f for t, f in zip(threads, factors, strict=True))
                 if even and _tiles_ok(tile_, extents) or not even and all(
@@ -233,8 +248,9 @@ def variants(shape: Shape, options: SpaceOptions) -> list[Variant]:
             and min(totals) > 32:
         totals.append(min(totals) // 2)
     # tiles that divide the work evenly; if none does (odd sizes), all that fit
-    even = _structures(n, totals, extents, options, True, points) or _structures(
-        n, totals, extents, options, False, points)
+    wide = not shape.reduction_dims and shape.element_bytes == 4
+    even = _structures(n, totals, extents, options, True, points, wide) or _structures(
+        n, totals, extents, options, False, points, wide)
     time_tiles = options.time_tiles if shape.has_time_loop else (0,)
     structures = [(t, f, tl, any(x > 1 for x in f)) for t, f, tl in even]
     structures += _reduction_structures(shape, n, totals, extents, options)
