@@ -7,7 +7,8 @@ A point is a :class:`~polygpu.schedule.tiling.Variant`.  The space is the produc
   ptxas has told it T, the largest warp multiple the kernel's registers allow), shaped
   over the mapped dimensions with a warp-friendly x extent;
 * register-tile factors per dimension (points per thread, unroll-and-jam when > 1), so
-  the block tile is ``threads * factor``; tiles must divide the work evenly among
+  the block tile is ``threads * factor`` (at most ``max_points`` points, and for 4-byte
+  elements the ``wide_factors`` tiles beyond it); tiles must divide the work evenly among
   blocks and threads (the extent at the given parameters is a multiple of the tile)
   unless no tile does;
 * the time tile (second tiling level, bounds the shared footprint) where the kernel has
@@ -64,6 +65,10 @@ class SpaceOptions:
     # doubles do not): cuBLAS SGEMM's 8 x 16 points a thread, which took mm from 0.79x
     # to 0.83-0.84x cuBLAS at n = 2048-8192 on the H100 (probe_mm_*_register_tile_8x16)
     wide_factors: tuple[tuple[int, int], ...] = ((8, 16),)
+    # ... staged in time tiles of 8, unrolled whole: the probes' best (0.83-0.84x); in
+    # tiles of 16 or 32, or unstaged, they ran 1.5-1.8x slower than 8 x 8 points in the
+    # model's first tune with them (H200, n = 2048-8192)
+    wide_time_tiles: tuple[int, ...] = (8,)
     max_points_reduction: int = 32  # ... when the tile holds partial sums of reductions
     time_tiles: tuple[int, ...] = (16, 32)
     unrolls: tuple[int, ...] = (1, 4)
@@ -255,19 +260,22 @@ def variants(shape: Shape, options: SpaceOptions) -> list[Variant]:
     structures = [(t, f, tl, any(x > 1 for x in f)) for t, f, tl in even]
     structures += _reduction_structures(shape, n, totals, extents, options)
     result = []
-    for threads, _factors, tile_, jam in structures:
+    for threads, factors, tile_, jam in structures:
         # unroll-and-jam already unrolls a register tile completely; blocked points
         # only pay off in one dimension (in more they break coalescing along x)
         # (the loop around it, a time loop, is unrolled by jam_unrolls)
         unrolls = options.unrolls if not jam else \
             options.jam_unrolls if shape.has_time_loop else (1,)
+        steps, staging = time_tiles, options.shared
+        if math.prod(factors) > points:  # a wide register tile (SpaceOptions)
+            steps = tuple(t for t in options.wide_time_tiles if shape.has_time_loop) or (0,)
+            unrolls, staging = (max(steps),) if steps != (0,) else unrolls, (True,)
         blocked_options = options.blocked if jam and n == 1 and not shape.reduction_dims \
             else (False,)
         # runs of points only where a thread has several points along some dimension
         chunks = options.chunks if jam and any(
             t < x for t, x in zip(threads, tile_, strict=True)) else (1,)
-        for time_tile, unroll, shared in itertools.product(time_tiles, unrolls,
-                                                           options.shared):
+        for time_tile, unroll, shared in itertools.product(steps, unrolls, staging):
             prefetch = options.prefetch if shared and time_tile else (False,)
             # blocked points are one run already: chunk 1 with them
             distributions = [(b, c) for b in blocked_options for c in ((1,) if b else chunks)]
