@@ -195,3 +195,62 @@ def test_a_wide_register_tile_is_exact_on_cpu(capsys):
                    prefetch=True, unroll=8)
     assert main(["check", MM, "-p", "n=77", "--variant", json.dumps(variant),
                  "--backend", "cpu"]) == 0, capsys.readouterr()
+
+
+VECTOR = dict(tile=[16, 64], threads=[2, 4], jam=True, time_tile=8, chunk=4, prefetch=True,
+              unroll=8, specialize=True)
+
+
+def test_prefetched_copies_load_16_bytes_where_proven_aligned(mm):
+    """A whole, dense, aligned tile row is loaded as float4 (behind a check of the
+    array's address); partial tiles (guards), rows not a multiple of 4 and unknown rows
+    (not specialized) keep word loads."""
+    source = compile_variant(mm, Variant.from_json(VECTOR), {"n": 128}).program.source
+    assert "const float4 pg_v = *reinterpret_cast<const float4 *>(&a[" in source
+    assert "(reinterpret_cast<size_t>(a) % 16 == 0)" in source
+    wide = {**FAST, "tile": [128, 256], "time_tile": 8, "unroll": 8}  # b staged too
+    source = compile_variant(mm, Variant.from_json(wide), {"n": 256}).program.source
+    assert source.count("const float4 pg_v") == 4  # a and b, first tile and next
+    for n, fields in ((77, {}), (132, {"tile": [4, 4], "threads": [1, 1]}),
+                      (128, {"specialize": False})):
+        other = compile_variant(mm, Variant.from_json({**VECTOR, **fields}), {"n": n})
+        assert "float4 pg_v" not in other.program.source, (n, fields)
+
+
+def test_vector_loads_are_exact_aligned_or_not():
+    """The CPU emulator runs the 16-byte path on NumPy's aligned arrays and the word path
+    on arrays one element off alignment (a caller's view); both compute mm."""
+    import numpy as np
+
+    from polygpu.runtime.device import CpuEmulator
+
+    n = 128
+    program = compile_variant(prepare(MM, None, (), ()), Variant.from_json(VECTOR),
+                              {"n": n}).program
+    rng = np.random.default_rng(3)
+    a, b, c = (rng.random((n, n), dtype=np.float32) + 0.5 for _ in range(3))
+    expected = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+    for offset in (0, 1):
+        views = {}
+        for name, x in (("a", a), ("b", b), ("c", c)):
+            buf = np.empty(x.size + 4, dtype=np.float32)
+            start = (-buf.ctypes.data // 4) % 4 + offset  # 16-byte aligned, or 4 past it
+            views[name] = buf[start:start + x.size].reshape(x.shape)
+            views[name][...] = x
+        assert (views["a"].ctypes.data % 16 == 0) == (offset == 0)
+        CpuEmulator().run(program, {"n": n, **views})
+        np.testing.assert_allclose(views["c"], expected, rtol=1e-5)
+
+
+def test_double_tiles_load_double2(capsys):
+    import json
+    variant = dict(tile=[16, 64], threads=[4, 8], jam=True, time_tile=8, chunk=2,
+                   prefetch=True, unroll=8, specialize=True)
+    gemm = prepare("kernels/polybench/gemm.c", None, (), ())
+    params = {"ni": 64, "nj": 128, "nk": 64}
+    source = compile_variant(gemm, Variant.from_json(variant), params).program.source
+    assert "const double2 pg_v = *reinterpret_cast<const double2 *>(&B[" in source
+    assert main(["check", "kernels/polybench/gemm.c", *(f"-p{k}={v}" for k, v in
+                                                          params.items()),
+                 "--variant", json.dumps(variant), "--backend", "cpu"]) == 0, \
+        capsys.readouterr()

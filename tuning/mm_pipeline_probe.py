@@ -11,6 +11,7 @@ differ only in how a tile reaches shared memory:
 * ``scalar``: what polygpu generates today -- the next tile loaded word by word into
   registers during the current one, stored after it (double-buffered);
 * ``vector``: the same with 16-byte global loads (and 16-byte shared stores of ``b``);
+  ``vector16`` with tiles 16 deep (half the barriers, twice the shared memory);
 * ``async<S>``: ``S`` shared stages filled by ``cp.async`` (16 bytes for ``b``, 4 for
   ``a``'s transposed tile), one barrier a tile, ``S - 1`` tiles in flight.
 
@@ -77,10 +78,11 @@ __device__ __forceinline__ void store_c(float acc[8][16], float *c, int n, int r
   }
 }
 
+template <int K = BK>
 __device__ __forceinline__ void compute(float acc[8][16], const float (*as)[BM + PAD],
                                         const float (*bs)[BN], int tx, int ty) {
 #pragma unroll
-  for (int k = 0; k < BK; ++k) {
+  for (int k = 0; k < K; ++k) {
     float av[8], bv[16];
     *reinterpret_cast<float4 *>(av) = *reinterpret_cast<const float4 *>(&as[k][4 * ty]);
     *reinterpret_cast<float4 *>(av + 4) =
@@ -181,6 +183,61 @@ mm_vector(const float *__restrict__ a, const float *__restrict__ b, float *__res
   store_c(acc, c, n, row0, col0, tx, ty);
 }
 
+// mm_vector with K-deep tiles in dynamic shared memory (two buffers)
+template <int K>
+__device__ __forceinline__ void mm_vector_deep(const float *__restrict__ a,
+                                               const float *__restrict__ b,
+                                               float *__restrict__ c, int n) {
+  const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * 16 + tx;
+  const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
+  extern __shared__ __align__(16) float dyn[];
+  float (*as)[K][BM + PAD] = reinterpret_cast<float (*)[K][BM + PAD]>(dyn);
+  float (*bs)[K][BN] = reinterpret_cast<float (*)[K][BN]>(dyn + 2 * K * (BM + PAD));
+  float acc[8][16];
+  load_c(acc, c, n, row0, col0, tx, ty);
+  constexpr int QA = K / 8, QB = K / 4;  // float4s a thread loads of a's, b's tile
+  float4 pa[QA], pb[QB];
+  const int tiles = n / K;
+  auto load = [&](int t) {
+    const size_t k0 = (size_t)t * K;
+#pragma unroll
+    for (int q = 0; q < QA; ++q) {
+      const int i = tid + 256 * q;
+      pa[q] = *reinterpret_cast<const float4 *>(
+          a + (size_t)(row0 + i / (K / 4)) * n + k0 + (i % (K / 4)) * 4);
+    }
+#pragma unroll
+    for (int q = 0; q < QB; ++q) {
+      const int i = tid + 256 * q;
+      pb[q] = *reinterpret_cast<const float4 *>(b + (k0 + i / 64) * n + col0 + (i % 64) * 4);
+    }
+  };
+  load(0);
+  int st = 0;
+  for (int t = 0; t < tiles; ++t) {
+#pragma unroll
+    for (int q = 0; q < QA; ++q) {
+      const int i = tid + 256 * q, r = i / (K / 4), c4 = (i % (K / 4)) * 4;
+      as[st][c4][r] = pa[q].x; as[st][c4 + 1][r] = pa[q].y;
+      as[st][c4 + 2][r] = pa[q].z; as[st][c4 + 3][r] = pa[q].w;
+    }
+#pragma unroll
+    for (int q = 0; q < QB; ++q) {
+      const int i = tid + 256 * q;
+      *reinterpret_cast<float4 *>(&bs[st][i / 64][(i % 64) * 4]) = pb[q];
+    }
+    __syncthreads();
+    if (t + 1 < tiles) load(t + 1);
+    compute<K>(acc, as[st], bs[st], tx, ty);
+    st ^= 1;
+  }
+  store_c(acc, c, n, row0, col0, tx, ty);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+mm_vector16(const float *__restrict__ a, const float *__restrict__ b, float *__restrict__ c,
+            int n) { mm_vector_deep<16>(a, b, c, n); }
+
 // S stages filled by cp.async, S - 1 tiles in flight, one barrier a tile
 template <int S>
 __device__ __forceinline__ void mm_async(const float *__restrict__ a,
@@ -228,11 +285,16 @@ mm_async4(const float *__restrict__ a, const float *__restrict__ b, float *__res
           int n) { mm_async<4>(a, b, c, n); }
 """
 
-KERNELS = {"scalar": 0, "vector": 0, "async3": 3, "async4": 4}  # name -> dynamic stages
+# name -> (stages, tile depth) of its dynamic shared memory (None: static)
+KERNELS = {"scalar": None, "vector": None, "vector16": (2, 16), "async3": (3, BK),
+           "async4": (4, BK)}
 
 
-def shared_bytes(stages: int) -> int:
-    return stages * BK * ((BM + 4) + BN) * 4
+def shared_bytes(layout) -> int:
+    if layout is None:
+        return 0
+    stages, depth = layout
+    return stages * depth * ((BM + 4) + BN) * 4
 
 
 def main(argv=None) -> int:
@@ -243,6 +305,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     import cupy as cp
+    import cupy.cublas  # noqa: F401  (cp.cublas.gemm: SGEMM with beta = 1)
 
     cp.cuda.set_pinned_memory_allocator(None)
     module = cp.RawModule(code=SOURCE, options=("-std=c++17",), backend="nvcc")
@@ -276,9 +339,9 @@ def main(argv=None) -> int:
             "N", "N", a, b, out=out, alpha=1.0, beta=1.0), args.repeats)
         flops = 2.0 * n ** 3
         row = {"n": n, "cublas_ms": cublas_ms, "cublas_gflops": flops / cublas_ms / 1e6}
-        for kname, stages in KERNELS.items():
+        for kname, layout in KERNELS.items():
             kernel = module.get_function(f"mm_{kname}")
-            smem = shared_bytes(stages) if stages else 0
+            smem = shared_bytes(layout)
             if smem > 48 * 1024:
                 kernel.max_dynamic_shared_size_bytes = smem
             grid, block = (n // BN, n // BM), (16, 16)

@@ -50,6 +50,14 @@
 #define __align__(n) __attribute__((aligned(n)))
 // __restrict__ is already a g++ keyword with the same meaning.
 
+// ---- vector types (16-byte global loads of staged copies) ---------------------------------
+struct __attribute__((aligned(16))) float4 {
+    float x, y, z, w;
+};
+struct __attribute__((aligned(16))) double2 {
+    double x, y;
+};
+
 // ---- built-in variables -------------------------------------------------------------------
 struct uint3 {
     unsigned int x, y, z;
