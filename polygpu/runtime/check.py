@@ -180,9 +180,9 @@ def check_program(
 
     ``give_up_ms``: the kernel's run is timed (CUDA events on the GPU) and, when it took
     longer, :class:`CheckAbandoned` is raised before the reference runs -- the tuner's
-    way to drop a hopeless candidate whose check runs at the timed sizes: the float64
-    reference on the host is the check's dearest part, and nothing of an abandoned
-    check is ever used or reported as verified.
+    way to drop a hopeless candidate whose check runs at the timed sizes, where the
+    float64 reference on the host is dear (syrk at EXTRALARGE: 13 s on two cores);
+    nothing of an abandoned check is ever used or reported as verified.
 
     ``scop`` is the model of the *original* function (``Compiled.source_scop``), not the
     transformed one the kernels were generated from: its footprints say what the caller

@@ -80,7 +80,7 @@ class Job:
     # give up a check that runs at ``params`` once its kernel run takes longer than this
     # (status "slow", neither verified nor timed): a candidate many times slower than
     # the best would otherwise cost its float64 reference at full size on the host
-    # (syrk's second schedule at EXTRALARGE: 21 s a check); None: check in full
+    # (syrk's second schedule at EXTRALARGE: 13 s on two cores); None: check in full
     give_up_ms: float | None = None
 
 
