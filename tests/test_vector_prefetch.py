@@ -254,3 +254,27 @@ def test_double_tiles_load_double2(capsys):
                                                           params.items()),
                  "--variant", json.dumps(variant), "--backend", "cpu"]) == 0, \
         capsys.readouterr()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_vector_copies_are_16_byte_global_loads_in_ptx(mm, tmp_path):
+    """nvcc emits the proven vectors as 16-byte global loads: a's and b's tile rows of
+    mm's 8 x 16 variant (first tile and next), and doubles in pairs."""
+    def ptx_of(source, name):
+        src = tmp_path / f"{name}.cu"
+        src.write_text(source)
+        out = tmp_path / f"{name}.ptx"
+        subprocess.run(["nvcc", "-arch=sm_90", "-ptx", str(src), "-o", str(out)],
+                       check=True, capture_output=True)
+        return out.read_text()
+
+    wide = {**FAST, "tile": [128, 256], "time_tile": 8, "unroll": 8}
+    ptx = ptx_of(compile_variant(mm, Variant.from_json(wide), {"n": 256}).program.source,
+                 "mm")
+    assert len(re.findall(r"ld\.global(\.nc)?\.v4\.f32", ptx)) >= 4
+    variant = dict(tile=[16, 64], threads=[4, 8], jam=True, time_tile=8, chunk=2,
+                   prefetch=True, unroll=8, specialize=True)
+    gemm = prepare("kernels/polybench/gemm.c", None, (), ())
+    source = compile_variant(gemm, Variant.from_json(variant),
+                             {"ni": 64, "nj": 128, "nk": 64}).program.source
+    assert re.search(r"ld\.global(\.nc)?\.v2\.f64", ptx_of(source, "gemm"))
