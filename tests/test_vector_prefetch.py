@@ -278,3 +278,18 @@ def test_vector_copies_are_16_byte_global_loads_in_ptx(mm, tmp_path):
     source = compile_variant(gemm, Variant.from_json(variant),
                              {"ni": 64, "nj": 128, "nk": 64}).program.source
     assert re.search(r"ld\.global(\.nc)?\.v2\.f64", ptx_of(source, "gemm"))
+
+
+@pytest.mark.parametrize("n", [4096, 4100, 4098])
+def test_the_check_program_vectorizes_as_the_timed_one(mm, n):
+    """The check runs the variant specialized at smaller sizes that keep every size
+    modulo the tiles: its copies load 16 bytes exactly where the timed program's do
+    (n = 4100: partial tiles, both word loads; 4098: rows of odd length)."""
+    from polygpu.search.tuner import check_parameters
+
+    variant = Variant.from_json({**FAST, "time_tile": 8, "unroll": 8})
+    small = check_parameters({"n": n}, variant)
+    assert small["n"] < n
+    timed, checked = (compile_variant(mm, variant, p).program.source.count("float4 pg_v")
+                      for p in ({"n": n}, small))
+    assert timed == checked and (timed > 0) == (n == 4096)

@@ -240,13 +240,20 @@ def vector_width(buffer: Buffer, kernel: TiledKernel, scop: Scop, guard: str) ->
     width times the threads, so the prefetch registers are those the memory stage
     counted), the array's rows are a multiple of the width (its innermost extent a
     known constant: a specialized kernel's parameters) and the box's first element of a
-    row lies on a multiple of it for every block and tile (isl).  The array's address
-    is checked when the kernel runs (:func:`_vector_halves`)."""
+    row lies on a multiple of it for every block and tile (isl), and some tile is a
+    multiple of the width, so that the check program, specialized at sizes that keep
+    every size modulo the tiles, decides alike.  The array's address is checked when the
+    kernel runs (:func:`_vector_halves`)."""
     box = buffer.box
     width = VECTOR_BYTES // buffer.element_size
     if buffer.space != "shared" or buffer.atomic or guard not in ("1", "") or width < 2 \
             or box.stride[-1] != 1 or box.chunks[-1] != 1 or box.extents[-1] % width \
             or box.size % (width * kernel.n_threads):
+        return 1
+    # the same decision in the check program: the check's sizes keep every size modulo
+    # the tiles' period (tuner.check_parameters), a multiple of the width once one tile
+    # is, so rows and bases keep their alignment there
+    if all(t % width for t in kernel.tile):
         return 1
     extent = scop.array(buffer.array).extent
     fixed = scop.fixed_parameters
