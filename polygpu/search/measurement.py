@@ -83,6 +83,12 @@ class Job:
     # (syrk's second schedule at EXTRALARGE: 13 s on two cores); None: check in full
     give_up_ms: float | None = None
 
+    @property
+    def check_give_up_ms(self) -> float | None:
+        """``give_up_ms`` where the check runs at the timed sizes (only there does its
+        run show what a timed run would take), else None."""
+        return self.give_up_ms if dict(self.check_params) == dict(self.params) else None
+
 
 @dataclass(frozen=True)
 class Measurement:
@@ -106,6 +112,12 @@ class Measurement:
             raise ValueError(f"unknown status {self.status!r} (one of {STATUSES})")
         if (self.status == "ok") != (self.time_ms is not None):
             raise ValueError("a time exactly when status is 'ok'")
+
+    @property
+    def failed(self) -> bool:
+        """Whether the candidate was measured and failed (wrong, crashed, ...): not
+        ``ok``, and not ``slow`` -- a check given up as hopeless is pruned, not failed."""
+        return self.status not in ("ok", "slow")
 
     @property
     def score(self) -> float:

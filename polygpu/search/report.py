@@ -501,7 +501,7 @@ def _pruning(result: TuneResult, counts: Mapping[str, int]) -> list:
 def _failures(result: TuneResult) -> list:
     blocks: list = [_Heading(2, "Failures")]
     failed = [c for c in result.candidates
-              if c.measurement is not None and c.measurement.status not in ("ok", "slow")]
+              if c.measurement is not None and c.measurement.failed]
     invalid = [c for c in result.candidates if c.stage == "invalid"]
     if not failed and not invalid:
         return blocks + [_Para("None: every measured candidate passed the reference check "

@@ -577,8 +577,8 @@ class SyntheticRunner:
         self.calls.append(job.key)
         per = [float(self.launch_ms(job, k)) for k in range(len(job.program.launches))]
         total = sum(per)
-        if job.give_up_ms is not None and dict(job.check_params) == dict(job.params) \
-                and total > job.give_up_ms:  # as the child's check gives up
+        give_up = job.check_give_up_ms
+        if give_up is not None and total > give_up:  # as the child's check gives up
             return Measurement(job.key, "slow", reason="synthetic: given up",
                                extra={"check_run_ms": total})
         extra = {"launch_ms": per} if job.launch_times else {}
@@ -653,13 +653,12 @@ def _run_job(job, backend, budget, l2_bytes, state, index=0) -> Measurement:
 
     checked = job.check_program or job.program
     # a check at the timed sizes runs what would be timed: give it up where that run
-    # alone shows the candidate hopeless (Job.give_up_ms)
-    give_up = job.give_up_ms if dict(job.check_params) == dict(job.params) else None
+    # alone shows the candidate hopeless (Job.check_give_up_ms)
     try:
         result = check_program(checked, scop, job.spec, job.check_params, backend=device,
                                seed=job.seed, defines=job.defines,
                                include_dirs=job.include_dirs, scalars=job.scalars,
-                               give_up_ms=give_up)
+                               give_up_ms=job.check_give_up_ms)
     except CheckAbandoned as e:
         extra["check_run_ms"] = e.took_ms
         extra["stages_s"] = {"setup_and_check": round(time.perf_counter() - started, 3)}

@@ -174,10 +174,10 @@ class TuneResult:
         result: dict[str, int] = {}
         for c in self.candidates:
             stage = c.stage
-            if c.measurement is not None and c.measurement.status == "slow":
-                stage = "pruned-measured"  # its own check's run showed it hopeless
-            elif c.measurement is not None and c.measurement.status != "ok":
+            if c.measurement is not None and c.measurement.failed:
                 stage = "failed"
+            elif c.measurement is not None and c.measurement.status == "slow":
+                stage = "pruned-measured"  # its own check's run showed it hopeless
             result[stage] = result.get(stage, 0) + 1
         return result
 
@@ -836,10 +836,10 @@ class Session:
         self.order.append(c.key)
         state, m = self.state, c.measurement
         state.done += 1
-        if m.status == "slow":
-            state.pruned += 1
-        elif m.status != "ok":
+        if m.failed:
             state.failed += 1
+        elif m.status == "slow":
+            state.pruned += 1
         elif state.best_ms is None or m.time_ms < state.best_ms:
             state.best_ms, state.best_key = m.time_ms, c.key
         self.notify(state)
