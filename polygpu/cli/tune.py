@@ -81,8 +81,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="milliseconds of timed runs per candidate after which fewer than "
                    "--repeats are taken, at least 3 (default 1000; 0: always --repeats)")
     p.add_argument("--race", type=nonnegative_float, default=1.25, metavar="F",
-                   help="stop timing a candidate after 3 runs once even its fastest is over "
-                   "F times the best median so far, after 1 once it is over 2F: it cannot "
+                   help="stop timing a candidate once more than half of its runs (2 at "
+                   "least) are over F times the best median so far, after 1 once it is "
+                   "over 2F: it cannot "
                    "win; a check at the timed sizes is given up once its run is over 4 "
                    "times the best, and 50 ms (default 1.25; 0: time every candidate in "
                    "full)")

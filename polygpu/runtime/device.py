@@ -26,10 +26,11 @@ A :class:`Device` (:class:`CpuEmulator` or :class:`GpuDevice`) does, for one cal
    L2 rotation); CUDA events on the GPU, the wall clock on the emulator.
    A ``budget_ms`` bounds a measurement's cost (:class:`RunBudget`): once the timed runs
    add up to it, and at least three ran, the rest are skipped (warm-ups likewise stop
-   at a quarter of it), so a 200 ms host-stepped candidate costs the tuner seconds,
-   not 23 runs' worth; a ``cutoff_ms`` stops the timed runs after three once even the
-   fastest is slower than it, after one when that run took over twice the cutoff (the
-   tuner's race against its best candidate).
+   at a quarter of it, and a warm-up that long is the first timed run too), so a
+   200 ms host-stepped candidate costs the tuner seconds, not 23 runs' worth; a
+   ``cutoff_ms`` stops the timed runs once more than half of them (two at least) are
+   slower than it, after one when that run took over twice the cutoff (the tuner's
+   race against its best candidate).
    :meth:`Device.time_launches` also breaks each run down by launch (each entry of
    ``program.launches``, summed over its host steps): on the GPU one event before the
    first launch and one after each launch, so the launches' times add up to the run's;
@@ -161,15 +162,20 @@ class RunBudget:
     timed runs once they add up to all of it and at least ``MIN_TIMED`` ran (or
     ``repeats``, if fewer).  ``budget_ms=None``: exactly ``warmup`` and ``repeats``.
 
-    ``cutoff_ms`` races a candidate against the best one measured so far: once
-    ``MIN_TIMED`` runs are timed and even the fastest of them took longer than
-    ``cutoff_ms``, the rest are skipped -- the median of what ran is above the cutoff, so
-    a search comparing medians loses nothing by it (the tuner sets a margin above its
-    best median).  One timed run over :data:`SURE` times the cutoff is enough: run-to-run
-    noise of a warm kernel is a few percent, not a factor of two, and a plan that loses
-    by 14x (LU's other schedule at n = 4000: 1.9 s a run against 0.13 s) would otherwise
-    cost three more seconds-long runs.  The warm-ups still run in full, so the timed runs
-    are warm (a first run pays for lazy module loading and cold caches: never judged)."""
+    A single warm-up that took a quarter of the budget or more is also the first timed
+    run (:meth:`counted_warmups`).  Why: what a first run pays for (lazy module loading,
+    cold caches and TLBs) costs milliseconds, under 2 % of such a run, and the median of
+    at least ``MIN_TIMED`` runs discards it anyway: a first run inflated by it is the
+    slowest.  Floyd-Warshall at n = 5600 (0.8 s a run) saves a quarter of its runs.
+
+    ``cutoff_ms`` races a candidate against the best one measured so far: once more
+    than half of the timed runs (and at least two) took longer than ``cutoff_ms``, the
+    rest are skipped -- the median of what ran is above the cutoff, so a search
+    comparing medians loses nothing by it (the tuner sets a margin above its best
+    median), and two runs agreeing rule out one noisy run.  One timed run over
+    :data:`SURE` times the cutoff is enough: run-to-run noise of a warm kernel is a few
+    percent, not a factor of two, and a plan that loses by 14x (LU's other schedule at
+    n = 4000: 1.9 s a run against 0.13 s) would otherwise cost more seconds-long runs."""
 
     repeats: int
     warmup: int
@@ -178,11 +184,20 @@ class RunBudget:
 
     MIN_TIMED = 3
     SURE = 2.0  # a warm run this many times the cutoff cannot be the median's winner
+    AGREE = 2  # runs over the cutoff that stop the timing without SURE
 
     def more_warmups(self, done_ms: Sequence[float]) -> bool:
         if len(done_ms) >= self.warmup:
             return False
         return self.budget_ms is None or not done_ms or sum(done_ms) < self.budget_ms / 4
+
+    def counted_warmups(self, warm_ms: Sequence[float]) -> list[float]:
+        """The warm-up times that count as timed runs too (see the class doc): the one
+        warm-up when it alone took a quarter of the budget, else none.  A breakdown by
+        launch never counts it: its warm-ups record no breakdown."""
+        if self.budget_ms is None or len(warm_ms) != 1 or self.repeats < self.MIN_TIMED:
+            return []
+        return list(warm_ms) if warm_ms[0] >= self.budget_ms / 4 else []
 
     def more_timed(self, done_ms: Sequence[float]) -> bool:
         if len(done_ms) >= self.repeats:
@@ -196,9 +211,10 @@ class RunBudget:
         """Whether the timed runs ``done_ms`` stop at the cutoff (see the class doc)."""
         if self.cutoff_ms is None or not done_ms:
             return False
-        fastest = min(done_ms)
-        return fastest > self.SURE * self.cutoff_ms or (
-            len(done_ms) >= self.MIN_TIMED and fastest > self.cutoff_ms)
+        if min(done_ms) > self.SURE * self.cutoff_ms:
+            return True
+        over = sum(t > self.cutoff_ms for t in done_ms)
+        return over >= self.AGREE and 2 * over > len(done_ms)
 
 
 # --------------------------------------------------------------------------------------
@@ -307,7 +323,7 @@ class CpuEmulator:
             t0 = time.perf_counter()
             compiled.run(value_sets[r % k], steps=steps[r % k])
             warm.append((time.perf_counter() - t0) * 1e3)
-        times: list[float] = []
+        times: list[float] = [] if by_launch else budget.counted_warmups(warm)
         launches = []
         while budget.more_timed(times):
             r = len(warm) + len(times)
@@ -587,7 +603,7 @@ class GpuDevice:
         budget = RunBudget(repeats, warmup, budget_ms, cutoff_ms)
         with self.active():
             warm = self._warm_up(calls, budget)
-            times: list[float] = []
+            times = budget.counted_warmups(warm)
             while budget.more_timed(times):
                 times.append(self._one_run(calls[(len(warm) + len(times)) % len(calls)]))
         return times

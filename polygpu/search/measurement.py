@@ -73,8 +73,8 @@ class Job:
     # also time each launch (Measurement.launch_ms): events between the launches, so
     # asked only where the breakdown is used (the per-kernel strategy's programs)
     launch_times: bool = False
-    # race against the search's best so far: stop timing after three runs once even the
-    # fastest is slower than this, after one over twice it (RunBudget.cutoff_ms); None:
+    # race against the search's best so far: stop timing once more than half of the runs
+    # (two at least) are slower than this, after one over twice it (RunBudget.cut_off); None:
     # time in full
     cutoff_ms: float | None = None
     # give up a check that runs at ``params`` once its kernel run takes longer than this

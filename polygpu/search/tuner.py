@@ -116,9 +116,9 @@ class TuneOptions:
     defines: tuple[str, ...] = ()
     include_dirs: tuple[str, ...] = ()
     scalars: Mapping[str, float] | None = None  # float scalar parameters (default: random)
-    # race each candidate against the best median so far: its timed runs stop after three
-    # once even the fastest is slower than ``race`` x that median, after one once it is
-    # over twice that (it cannot win: RunBudget.SURE); None
+    # race each candidate against the best median so far: its timed runs stop once more
+    # than half of them (two at least) are slower than ``race`` x that median, after one
+    # once it is over twice that (it cannot win: RunBudget.cut_off); None
     # or 0: every candidate timed in full (e.g. for plots of the whole space)
     race: float | None = 1.25
 
