@@ -17,10 +17,12 @@ from polygpu.codegen.program import Argument, KernelProgram, Launch
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir, load
 from polygpu.model.build import build_scop
+from polygpu.pipeline import compile_region
 from polygpu.runtime import cpu, gpu, grid, inputs, reference
 from polygpu.runtime.check import check_program
 from polygpu.runtime.compiler import CompileError
 from polygpu.runtime.footprint import at_parameters, footprints, mask
+from polygpu.schedule.variant import Variant
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels"
@@ -364,6 +366,48 @@ def test_grid_division_needs_nonnegative_operands_and_known_names():
     bad = program("mv", MV_SOURCE, MV_ARGS, [Launch("mv_kernel", ("n % 2", "1", "1"), (32, 1, 1))])
     with pytest.raises(grid.GridExpressionError):
         cpu.host_source(bad)
+
+
+def _blocks_step_by_step(p: KernelProgram, values) -> list[int]:
+    """launch_blocks' definition, one step at a time with the scalar evaluation."""
+    params = p.parameter_values(values)
+    blocks = [0] * len(p.launches)
+    for k, host in p.steps(values):
+        bound = p.grid_values(params, host)
+        blocks[k] = max(blocks[k], int(np.prod([grid.evaluate(e, bound)
+                                                for e in p.launches[k].grid], dtype=object)))
+    return blocks
+
+
+def _stepped(grids: list[tuple[str, str, str]], steps: str) -> KernelProgram:
+    launches = [Launch(f"k{i}", g, (32, 1, 1)) for i, g in enumerate(grids)]
+    return KernelProgram("f", "", MV_ARGS, ("n",), tuple(launches), host_iterators=("h",),
+                         host_steps=steps)
+
+
+def test_launch_blocks_vectorized_over_steps_is_the_step_by_step_maximum():
+    """Grids over host iterators are evaluated for all steps at once: the same maxima as
+    step by step (Floyd-Warshall's and LU's index-set pieces, whose grids follow the
+    pivot), and the same errors where a step's division leaves its domain or a value
+    would pass int64 (then evaluated exactly, step by step)."""
+    for name, sizes in (("floyd_warshall", {"n": 301}), ("lu", {"n": 203})):
+        p = compile_region(str(KERNELS / "polybench" / f"{name}.c"), params=sizes,
+                           variant=Variant(tile=(8, 32), threads=(4, 32), jam=True)).program
+        assert p.host_iterators
+        assert grid.launch_blocks(p, sizes) == _blocks_step_by_step(p, sizes)
+    steps = "[n] -> { k0[h] : 0 <= h < n; k1[h] : 0 <= h < n; k2[h] : 0 <= h < n }"
+    p = _stepped([("max(1, (n - h + 31) / 32)", "min(h + 1, 7)", "1"),
+                  ("(h * h + 3) / 2", "1", "2"),
+                  ("3", "1", "1")], steps)
+    assert grid.launch_blocks(p, {"n": 100}) == _blocks_step_by_step(p, {"n": 100}) \
+        == [3 * 7, (99 * 99 + 3) // 2 * 2, 3]  # 3 x 7 at h = 6
+    # beyond int64 in an intermediate value: exact Python integers decide
+    huge = _stepped([("(h * 4611686018427387904 * 4) / 8", "1", "1")],
+                    "[n] -> { k0[h] : 0 <= h < n }")
+    assert grid.launch_blocks(huge, {"n": 3}) == [2 * 4611686018427387904 * 4 // 8]
+    bad = _stepped([("(h - 5) / 2", "1", "1")], "[n] -> { k0[h] : 0 <= h < n }")
+    with pytest.raises(grid.GridExpressionError, match="division"):
+        grid.launch_blocks(bad, {"n": 9})
 
 
 # --------------------------------------------------------------------------

@@ -45,7 +45,8 @@ def main(argv=None) -> int:
     prof = cProfile.Profile()
     start = time.perf_counter()
     prof.enable()
-    result = _tune(args, params)
+    logged: list = []
+    result = _tune(args, params, logged)
     prof.disable()
     wall = time.perf_counter() - start
     out = io.StringIO()
@@ -56,22 +57,24 @@ def main(argv=None) -> int:
     text = (f"{args.file} {params} budget {args.budget}: tune {wall:.1f} s, best "
             f"{best.key if best else None} "
             f"{best.measurement.time_ms if best else float('nan'):.3f} ms\n"
-            + per_candidate(result) + out.getvalue())
+            + timeline(logged[0].spans, wall) + per_candidate(result) + out.getvalue())
     print(text)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     return 0
 
 
-def _tune(args, params):
+def _tune(args, params, logged: list):
     """``polygpu.optimize(tune=True)``'s search (the same runner and options), keeping the
-    whole :class:`TuneResult` for the per-candidate table."""
+    whole :class:`TuneResult` for the per-candidate table (the logging runner appended to
+    ``logged``)."""
     from polygpu.search import tuner
     from polygpu.search.runner import ProcessRunner
 
     options = tuner.TuneOptions(strategy=args.strategy, budget=args.budget)
     with ProcessRunner(args.backend) as runner:
-        return tuner.tune(args.file, params, _Logged(runner), function=args.function,
+        logged.append(_Logged(runner))
+        return tuner.tune(args.file, params, logged[0], function=args.function,
                           options=options)
 
 
@@ -81,6 +84,7 @@ class _Logged:
 
     def __init__(self, runner):
         self.runner, self.t0 = runner, time.perf_counter()
+        self.spans: list[tuple[float, float]] = []  # each measurement's start and end, s
 
     def warm(self, *args):
         self.runner.warm(*args)
@@ -91,12 +95,26 @@ class _Logged:
     def measure(self, job):
         t0 = time.perf_counter()
         m = self.runner.measure(job)
+        self.spans.append((t0 - self.t0, time.perf_counter() - self.t0))
         print(f"[{time.perf_counter() - self.t0:6.1f} s] measured in "
               f"{time.perf_counter() - t0:5.1f} s: {m.status} "
               f"{m.time_ms if m.time_ms is not None else m.extra.get('check_run_ms')} ms, "
               f"{len(m.times_ms)} runs, stages {m.extra.get('stages_s')} "
               f"cut off {m.extra.get('cut_off_ms')} {job.key}", flush=True)
         return m
+
+
+def timeline(spans, wall: float) -> str:
+    """Where the runner (the GPU) waited for the search: before the first measurement,
+    between measurements, after the last, against the time it measured."""
+    if not spans:
+        return f"no measurement in {wall:.1f} s\n\n"
+    busy = sum(end - start for start, end in spans)
+    gaps = [b[0] - a[1] for a, b in zip(spans, spans[1:], strict=False)]
+    return (f"runner busy {busy:.1f} s of {wall:.1f} s: {spans[0][0]:.1f} s before the first "
+            f"measurement, {sum(gaps):.1f} s between measurements "
+            f"({', '.join(f'{g:.1f}' for g in gaps)}), {wall - spans[-1][1]:.1f} s after "
+            "the last\n\n")
 
 
 def per_candidate(result) -> str:
