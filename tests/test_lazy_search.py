@@ -504,3 +504,38 @@ def test_a_check_given_up_at_full_size_prunes_its_program():
     counts = result.counts()
     assert "failed" not in counts and counts["pruned-measured"] >= 2
     assert result.best.variant.candidate == 0 and math.isfinite(result.best.score)
+
+
+def test_first_builds_go_ahead_while_the_compile_service_warms(monkeypatch):
+    """While the compile child still prepares the region (its warm-up reply not there),
+    a batch of at most ``WHILE_WARMING`` tasks is compiled in this process instead of
+    waiting; once the reply is there, batches go to the child."""
+    import time
+
+    mv = str(ROOT / "kernels" / "mv.c")
+    region = (mv, None, (), ())
+    options = tuner.TuneOptions(jobs=2)
+    variants = [Variant(tile=(32,), threads=(32,)), Variant(tile=(64,), threads=(64,))]
+    sent = []
+    service = tuner._CompileService(2)
+    real_map = service.map
+    monkeypatch.setattr(service, "map", lambda tasks: sent.append(len(tasks)) or real_map(tasks))
+    monkeypatch.setattr(tuner, "_SERVICE", service)
+    try:
+        service.warm(region)
+        assert service.warming()  # preparing mv takes the child far longer than this
+        here = tuner._compile_all(mv, None, options, variants, {"n": 64},
+                                  ["program", "check"])
+        assert sent == [] and [r.get("program") for r in here] == [
+            tuner._compile_one(*region, canonical(v.to_json()), {"n": 64},
+                               tuner._check_params(options, {"n": 64}, v), m).get("program")
+            for v, m in zip(variants, ["program", "check"], strict=True)]
+        for _ in range(600):  # until the child has prepared the region
+            if not service.warming():
+                break
+            time.sleep(0.1)
+        assert not service.warming()
+        tuner._compile_all(mv, None, options, variants, {"n": 64}, "program")
+        assert sent == [2] and service.unread == 0 and not service.broken
+    finally:
+        service.close()

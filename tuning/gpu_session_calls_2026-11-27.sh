@@ -43,7 +43,8 @@ shards)  # polybench.py over 4 GPUs, one shard each (16 cores, its own GPU), the
     (CUDA_VISIBLE_DEVICES=$i $pin timeout ${LIMIT:-570} python tuning/polybench.py --repeats 5 ${TUNE:+--tune $TUNE} --out $OUT/s$i $(for k in ${s//,/ }; do echo --kernel $k; done) > $OUT/s$i/log.txt 2>&1) &
     i=$((i+1))
   done; wait
-  mkdir -p $OUT/r; cp tuning/results/NVIDIA-H100-80GB-HBM3/polybench.json $OUT/r/
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')
+  mkdir -p $OUT/r; cp tuning/results/$gpu/polybench.json $OUT/r/ 2>/dev/null
   python tuning/polybench.py --merge $OUT/s*/polybench.json --keep --out $OUT/r | tail -32
   for d in $OUT/s*; do echo "== $d"; cat $d/log.txt; done > $OUT/r/shard_logs.txt; rm -rf $OUT/s*
   grep -hE "tuned:|error|^[a-z_0-9]+ [.][.][.]" $OUT/r/shard_logs.txt | head -60 ;;

@@ -61,6 +61,7 @@ import math
 import multiprocessing
 import os
 import pickle
+import select
 import signal
 import statistics
 import subprocess
@@ -279,6 +280,11 @@ def _sketch_one(prepared, variant: Variant, params: Mapping[str, int]) -> dict:
             "shared_bytes": shared, "function": c.program.function}
 
 
+# tasks compiled in this process, not sent, while the compile service still prepares the
+# region (its model takes seconds: heat_3d at EXTRALARGE 9 s): the first plan's program
+# and check, which the GPU waits for, go ahead on this process's own prepared region
+WHILE_WARMING = 2
+
 # the persistent compile child of the running tune() call (None: compile in this process
 # or in a one-shot child)
 _SERVICE: _CompileService | None = None
@@ -297,7 +303,8 @@ def _compile_all(spec, function, options: TuneOptions, variants: Sequence[Varian
     tasks = [(*_region_args(spec, function, options), t, dict(params), c, m)
              for t, c, m in zip(texts, checks, modes, strict=True)]
     workers = _workers(options, len(texts))
-    if workers > 1:
+    if workers > 1 and not (_SERVICE is not None and len(tasks) <= WHILE_WARMING
+                            and _SERVICE.warming()):
         results = _SERVICE.map(tasks) if _SERVICE is not None else \
             _compile_in_child(tasks, workers) if len(texts) >= 8 else None
         if results is not None:
@@ -431,6 +438,17 @@ class _CompileService:
         except Exception:
             self.broken = True
             self.close()
+
+    def warming(self) -> bool:
+        """Whether the child is still preparing the region (:meth:`warm`'s reply not
+        there yet), asked without waiting."""
+        if self.broken or not self.unread or self.process is None:
+            return False
+        try:
+            ready, _, _ = select.select([self.process.stdout], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not ready
 
     def map(self, tasks: list[tuple]) -> list[dict] | None:
         if self.broken:
