@@ -340,3 +340,34 @@ def test_a_hopeless_check_at_the_timed_sizes_is_given_up(job, monkeypatch):
         runner.close()
     assert one.status == "slow" and two.status == "ok"
     assert one.extra["worker_pid"] == two.extra["worker_pid"]
+
+
+def test_a_serving_child_times_every_job_on_copies_of_one_input_set(job, monkeypatch):
+    """The timed runs' inputs are the job's seeded random values; a serving child makes
+    them once and hands each job a copy (runs leave results in the arrays), a new set
+    for other sizes or another seed; a one-job child makes them afresh."""
+    import numpy as np
+
+    from polygpu.frontend import load
+    from polygpu.runtime import inputs
+    from polygpu.search import runner as runner_module
+
+    source = load(job.spec, job.function, job.defines, job.include_dirs)
+    ints = inputs.integer_parameters(source, job.params)
+    fresh = inputs.random_values(source, ints, inputs.array_shapes(source, ints),
+                                 np.random.default_rng(job.seed))
+    made = []
+    real = inputs.random_values
+    monkeypatch.setattr(inputs, "random_values", lambda *a, **k: made.append(1) or real(*a, **k))
+    monkeypatch.setattr(runner_module, "_KEPT", {})
+    first = runner_module._timing_values(job, source, ints)
+    first["a"][:] = -1.0  # what a run leaves behind
+    second = runner_module._timing_values(job, source, ints)
+    assert len(made) == 1 and np.array_equal(second["a"], fresh["a"])
+    assert all(np.array_equal(second[n], v) for n, v in fresh.items()
+               if isinstance(v, np.ndarray))
+    other = runner_module._timing_values(dataclasses.replace(job, seed=8), source, ints)
+    assert len(made) == 2 and not np.array_equal(other["a"], fresh["a"])
+    monkeypatch.setattr(runner_module, "_KEPT", None)
+    runner_module._timing_values(job, source, ints)
+    assert len(made) == 3

@@ -386,15 +386,19 @@ def _stepped(grids: list[tuple[str, str, str]], steps: str) -> KernelProgram:
 
 
 def test_launch_blocks_vectorized_over_steps_is_the_step_by_step_maximum():
-    """Grids over host iterators are evaluated for all steps at once: the same maxima as
-    step by step (Floyd-Warshall's and LU's index-set pieces, whose grids follow the
-    pivot), and the same errors where a step's division leaves its domain or a value
-    would pass int64 (then evaluated exactly, step by step)."""
+    """Grids over host iterators are evaluated for all steps at once: the same grids
+    (the launch plan's) and maxima as step by step (Floyd-Warshall's and LU's index-set
+    pieces, whose grids follow the pivot), and the same errors where a step's division
+    leaves its domain or a value would pass int64 (then evaluated exactly, step by step)."""
     for name, sizes in (("floyd_warshall", {"n": 301}), ("lu", {"n": 203})):
         p = compile_region(str(KERNELS / "polybench" / f"{name}.c"), params=sizes,
                            variant=Variant(tile=(8, 32), threads=(4, 32), jam=True)).program
         assert p.host_iterators
         assert grid.launch_blocks(p, sizes) == _blocks_step_by_step(p, sizes)
+        steps = p.steps(sizes)
+        assert grid.step_grids(p, sizes, steps) == [
+            tuple(grid.evaluate(e, p.grid_values(sizes, h)) for e in p.launches[k].grid)
+            for k, h in steps]
     steps = "[n] -> { k0[h] : 0 <= h < n; k1[h] : 0 <= h < n; k2[h] : 0 <= h < n }"
     p = _stepped([("max(1, (n - h + 31) / 32)", "min(h + 1, 7)", "1"),
                   ("(h * h + 3) / 2", "1", "2"),

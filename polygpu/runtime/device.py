@@ -124,10 +124,9 @@ def launch_plan(program: KernelProgram, values: Mapping[str, object]) -> tuple[S
 def _plan(program: KernelProgram, key: tuple[tuple[str, int], ...]) -> tuple[Step, ...]:
     params = dict(key)
     plan = []
-    for k, host in program.steps(params):
+    steps = program.steps(params)
+    for (k, host), dims in zip(steps, grid.step_grids(program, params, steps), strict=True):
         launch = program.launches[k]
-        names = program.grid_values(params, host)
-        dims = tuple(grid.evaluate(e, names) for e in launch.grid)
         grid.check_launch(launch.kernel, dims, launch.block)
         plan.append(Step(k, launch.kernel, dims, tuple(launch.block), launch.shared_bytes,
                          tuple(int(h) for h in host)))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -115,25 +115,48 @@ def names(text: str) -> frozenset[str]:
 def launch_blocks(program: KernelProgram, values: Mapping[str, int]) -> list[int]:
     """Thread blocks of each of ``program``'s launches at parameter ``values`` (refused
     when the program was specialized for others; with host loops, the most any of its
-    steps launches, 0 for a launch without steps).
-
-    A grid that uses host iterators is evaluated at every step, all steps at once with
-    NumPy (:func:`_most_blocks`): Floyd-Warshall at n = 5600 has 33 594 steps, and one
-    at a time they cost the tuner 0.35 s of Python per program built or timed."""
+    steps launches, 0 for a launch without steps)."""
     params = program.parameter_values(values)
     blocks = [0] * len(program.launches)  # with host loops: the largest step's grid
+    for k, columns in _grids_by_launch(program, params, program.steps(values)).items():
+        blocks[k] = int(max(math.prod(dims) for dims in zip(*columns, strict=True)))
+    return blocks
+
+
+def step_grids(program: KernelProgram, params: Mapping[str, int],
+               steps: Sequence[tuple[int, tuple[int, ...]]]) -> list[tuple[int, int, int]]:
+    """The grid of each of ``steps`` (``program.steps``: launch index and host iterator
+    values), in order, as :func:`evaluate` gives it step by step."""
+    columns = _grids_by_launch(program, params, steps)
+    at = {k: 0 for k in columns}
+    out = []
+    for k, _ in steps:
+        i = at[k]
+        at[k] = i + 1
+        out.append(tuple(int(c[i]) for c in columns[k]))
+    return out
+
+
+def _grids_by_launch(program: KernelProgram, params: Mapping[str, int],
+                     steps: Sequence[tuple[int, tuple[int, ...]]]) -> dict[int, tuple]:
+    """Per launch with steps, its grid's three dimensions over its steps (in step order):
+    sequences the length of its steps.  A grid that uses host iterators is evaluated for
+    all steps at once with NumPy (:func:`_vector_grid`): Floyd-Warshall at n = 5600 has
+    33 594 steps, and one at a time they cost the tuner 0.35 s of Python per program
+    built and per launch plan; one that does not is evaluated once."""
     hosts: dict[int, list[tuple[int, ...]]] = {}
-    for k, host in program.steps(values):
+    for k, host in steps:
         hosts.setdefault(k, []).append(host)
     host_names = frozenset(program.host_iterators)
+    out = {}
     for k, at in hosts.items():
         grid = program.launches[k].grid
         if any(names(e) & host_names for e in grid):
-            blocks[k] = _most_blocks(program, grid, params, at)
-        else:  # one value at every step: evaluated once
+            out[k] = _vector_grid(program, grid, params, at)
+        else:  # one value at every step
             bound = program.grid_values(params, at[0])
-            blocks[k] = math.prod(_compiled(e)(bound) for e in grid)
-    return blocks
+            out[k] = tuple([_compiled(e)(bound)] * len(at) for e in grid)
+    return out
 
 
 # a value the vector evaluation may reach (as a float, rounding included) without
@@ -146,26 +169,28 @@ class _NotVectorizable(Exception):
     range, a division outside its domain, an unknown name): evaluated step by step."""
 
 
-def _most_blocks(program: KernelProgram, grid: tuple[str, ...], params: Mapping[str, int],
-                 hosts: list[tuple[int, ...]]) -> int:
-    """The largest block count of ``grid`` over the host iterator values ``hosts``:
-    vectorized where exact, else (and for the error a bad step raises) step by step
-    with the scalar closures, in step order."""
+def _vector_grid(program: KernelProgram, grid: tuple[str, ...], params: Mapping[str, int],
+                 hosts: list[tuple[int, ...]]) -> tuple:
+    """``grid``'s dimensions at the host iterator values ``hosts``: vectorized where
+    exact (the dimensions and their product within int64), else -- and for the error a
+    bad step raises -- step by step with the scalar closures, in step order."""
     try:
         columns = np.array(hosts, dtype=np.int64).reshape(len(hosts), -1)
         bound = {n: _vector_value(v) for n, v in params.items()}
         for d, name in enumerate(program.host_iterators):
             bound[name] = (columns[:, d], columns[:, d].astype(float))
-        count_i, count_f = np.int64(1), np.float64(1.0)
+        dims, count = [], np.float64(1.0)
         for e in grid:
             g_i, g_f = _vectorized(e)(bound)
-            count_i, count_f = count_i * g_i, count_f * g_f
-            _in_range(count_f)
-        return int(np.max(count_i))
+            count = count * g_f
+            _in_range(count)
+            dims.append(np.broadcast_to(g_i, (len(hosts),)))
+        return tuple(dims)
     except _NotVectorizable:
         pass
     exprs = [_compiled(e) for e in grid]
-    return max(math.prod(g(program.grid_values(params, h)) for g in exprs) for h in hosts)
+    rows = [tuple(g(program.grid_values(params, h)) for g in exprs) for h in hosts]
+    return tuple(list(c) for c in zip(*rows, strict=True))
 
 
 def _vector_value(v: int) -> tuple:
