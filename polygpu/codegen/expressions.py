@@ -26,6 +26,15 @@ __device__ __forceinline__ double pg_floordiv(double a, double b) { return floor
 __device__ __forceinline__ float pg_mod(float a, float b) { return a - b * floorf(a / b); }
 __device__ __forceinline__ double pg_mod(double a, double b) { return a - b * floor(a / b); }
 #define floord(n, d) (((n) < 0) ? -((-(n) + (d) - 1) / (d)) : (n) / (d))
+// pow(x, n) for a constant integer n (Printer.value): multiplications by squaring, no
+// logarithm and exponential (the cube of an L3 pair-distance kernel is its whole cost)
+template <int N, typename T> __device__ __forceinline__ T pg_powi(T x)
+{
+  if constexpr (N == 0) return T(1);
+  else if constexpr (N < 0) return T(1) / pg_powi<-N>(x);
+  else if constexpr (N == 1) return x;
+  else { T h = pg_powi<N / 2>(x); if constexpr (N % 2 == 1) return h * h * x; else return h * h; }
+}
 // atomic sums of partial results (polygpu.model.atomic).  pg_atomic_add_warp is for
 // updates whose address does not change along threadIdx.x: when the whole warp adds to
 // one address (checked: MATCH.ALL), it adds once, after a butterfly sum.
@@ -72,6 +81,30 @@ def index_text(text: str, index64: bool) -> str:
     whose index arithmetic is ``long long`` when ``index64``: ``min``/``max`` become
     ``pg_min``/``pg_max``, which take any mix of int and long long."""
     return _MIN_MAX.sub(r"pg_\1(", text) if index64 else text
+
+
+# pow(x, n) with a constant integer |n| up to this is multiplied out (pg_powi)
+POWI_LIMIT = 64
+
+
+def integer_exponent(e: ir.Call) -> int | None:
+    """The exponent of ``pow``/``powf`` when it is a constant integer (``3``, ``3.0``,
+    ``-2``: after the preprocessor, ``-D P=3`` is one) of at most :data:`POWI_LIMIT`,
+    else None.  Why: ``powf`` is a logarithm, a multiplication and an exponential (and
+    their special cases), ``x * x * x`` two multiplications -- the difference is the
+    whole cost of an all-pairs L3 distance kernel, and ``pow`` of an integer power is
+    exact on the same inputs where repeated multiplication is (within rounding)."""
+    if e.func not in ("pow", "powf") or len(e.args) != 2:
+        return None
+    arg, sign = e.args[1], 1
+    if isinstance(arg, ir.UnaryOp) and arg.op in ("-", "+"):
+        arg, sign = arg.arg, (-1 if arg.op == "-" else 1)
+    if not isinstance(arg, ir.Const):
+        return None
+    value = float(arg.value)
+    if not value.is_integer() or abs(value) > POWI_LIMIT:
+        return None
+    return sign * int(value)
 
 
 def temporary_name(name: str) -> str:
@@ -215,6 +248,10 @@ class Printer:
         if isinstance(e, ir.UnaryOp):
             return f"({e.op}{self.value(e.arg)})"
         if isinstance(e, ir.Call):
+            n = integer_exponent(e)
+            if n is not None:  # C's pow is the double one, powf the float one
+                ctype = "float" if e.func == "powf" else "double"
+                return f"pg_powi<{n}>(({ctype})({self.value(e.args[0])}))"
             return f"{e.func}({', '.join(self.value(a) for a in e.args)})"
         if isinstance(e, ir.ValueCompare):
             return f"({self.value(e.lhs)} {e.op} {self.value(e.rhs)})"

@@ -1,0 +1,132 @@
+"""All-pairs kernels (seed 004, Sarje & Aluru): ``kernels/allpairs`` checked at odd sizes
+(n1 != n2, the slice width not dividing d), and ``pow`` with a constant integer
+exponent multiplied out (``pg_powi``), with C's meaning kept: ``pow`` in double,
+``powf`` in float."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from polygpu.codegen.expressions import integer_exponent
+from polygpu.frontend import ir
+from polygpu.pipeline import compile_region
+from polygpu.runtime.check import check_program
+from polygpu.schedule.variant import Variant
+
+LPDIST = "kernels/allpairs/lpdist.c"
+ODD = {"n1": 37, "n2": 23, "d": 101}
+# the paper's decomposition: c = 32 columns, r = 4 rows of threads, s = 2 subtiles (rows
+# cyclic over the threads), slices of d' = 24 (not dividing 101); then register tiles
+PAPER = Variant(tile=(8, 32), threads=(4, 32), time_tile=24)
+TILED = Variant(tile=(16, 64), threads=(4, 16), jam=True, time_tile=24, chunk=2)
+
+
+def _const(v, dtype="int"):
+    return ir.Const(v, dtype)
+
+
+def _scalar(name):
+    return ir.ScalarRef(name, None)
+
+
+@pytest.mark.parametrize(("func", "exponent", "expected"), [
+    ("powf", _const(3), 3), ("pow", _const(2.0, "float64"), 2), ("powf", _const(0), 0),
+    ("powf", ir.UnaryOp("-", _const(2)), -2), ("pow", _const(64), 64),
+    ("powf", _const(2.5, "float32"), None), ("powf", _const(65), None),
+    ("powf", _scalar("p"), None), ("expf", _const(3), None)])
+def test_integer_exponents_are_recognised(func, exponent, expected):
+    args = (_scalar("x"), exponent) if func != "expf" else (_const(3),)
+    assert integer_exponent(ir.Call(func, args)) == expected
+
+
+@pytest.mark.parametrize("p", ["1", "2", "3", "p"])
+@pytest.mark.parametrize("variant", [PAPER, TILED], ids=["paper", "register-tiled"])
+def test_lp_distances_pass_the_cpu_check_at_odd_sizes(p, variant):
+    compiled = compile_region(LPDIST, variant=variant, defines=(f"P={p}",))
+    kernels = compiled.program.source.split("__global__", 1)[1]
+    if p == "p":  # a parameter: the library's powf
+        assert "pg_powi" not in kernels and "powf(" in kernels
+    else:  # multiplied out in float, as powf computes
+        assert f"pg_powi<{p}>((float)(" in kernels
+        assert not re.search(rf"powf\([^;]*, {p}\)", kernels)
+    result = check_program(compiled.program, compiled.source_scop, LPDIST,
+                           ODD, seed=5,
+                           defines=(f"P={p}",), scalars={"p": 2.5} if p == "p" else None)
+    assert result.ok, result.message
+
+
+@pytest.mark.parametrize("name", ["l1dist", "l2dist"])
+def test_l1_and_l2_distances_pass_the_cpu_check_at_odd_sizes(name):
+    spec = f"kernels/allpairs/{name}.c"
+    for variant in (PAPER, TILED):
+        compiled = compile_region(spec, variant=variant)
+        result = check_program(compiled.program, compiled.source_scop, spec, ODD, seed=3)
+        assert result.ok, result.message
+
+
+def test_integer_powers_keep_special_values_on_the_emulator(tmp_path):
+    """pg_powi against C's pow on the values where they could part: zeros of both signs
+    with negative powers (infinities of the right sign), 0^0 = 1, NaN^0 = 1, overflow
+    to infinity, negative bases; in double for pow, in float for powf."""
+    import numpy as np
+
+    src = tmp_path / "powers.c"
+    src.write_text("""
+void powers(int n, float x[n], float y[n][6], double z[n][3]) {
+#pragma scop
+  for (int i = 0; i < n; i++) {
+    y[i][0] = powf(x[i], 0); y[i][1] = powf(x[i], 1); y[i][2] = powf(x[i], 2);
+    y[i][3] = powf(x[i], -3); y[i][4] = powf(x[i], 7); y[i][5] = powf(x[i], -2.0f);
+    z[i][0] = pow(x[i], 3); z[i][1] = pow(x[i], -1); z[i][2] = pow(x[i], 12);
+  }
+#pragma endscop
+}
+""")
+    compiled = compile_region(str(src), variant=Variant(tile=(32,), threads=(32,)))
+    from polygpu.runtime.device import CpuEmulator
+
+    x = np.array([0.0, -0.0, np.nan, 1e20, -3.0, 0.5, 2.0, -1.5], dtype=np.float32)
+    n = len(x)
+    y = np.zeros((n, 6), dtype=np.float32)
+    z = np.zeros((n, 3), dtype=np.float64)
+    CpuEmulator().run(compiled.program, {"n": n, "x": x, "y": y, "z": z})
+    with np.errstate(all="ignore"):
+        xf = x.astype(np.float32)
+        want_y = np.stack([np.float32(1) + 0 * xf, xf, xf * xf, np.float32(1) / (xf * xf * xf),
+                           xf ** np.float32(7), np.float32(1) / (xf * xf)], axis=1)
+        xd = x.astype(np.float64)
+        want_z = np.stack([xd ** 3, 1 / xd, xd ** 12], axis=1)
+    want_y[2, 0] = 1.0  # NaN^0 = 1, as C's pow
+    np.testing.assert_allclose(y, want_y, rtol=2e-6)
+    np.testing.assert_allclose(z, want_z, rtol=1e-15)
+    assert np.signbit(y[1, 3]) and np.isinf(y[1, 3])  # (-0)^-3 = -inf
+    assert not np.signbit(y[0, 3]) and np.isinf(y[0, 3])
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_constant_powers_are_multiplications_in_ptx(tmp_path):
+    """powf(x, 3) is two multiplications in nvcc's PTX; powf(x, p) is CUDA's software
+    logarithm and exponential (polynomials of fused multiply-adds)."""
+    def ops(exponent):
+        src = tmp_path / "cube.c"
+        src.write_text(f"""
+void cube(int n, float p, float x[n], float y[n]) {{
+#pragma scop
+  for (int i = 0; i < n; i++) y[i] = powf(x[i], {exponent});
+#pragma endscop
+}}
+""")
+        compiled = compile_region(str(src), variant=Variant(tile=(32,), threads=(32,)))
+        cu, ptx = tmp_path / "cube.cu", tmp_path / "cube.ptx"
+        cu.write_text(compiled.program.source)
+        subprocess.run(["nvcc", "-arch=sm_90", "-ptx", str(cu), "-o", str(ptx)],
+                       check=True, capture_output=True)
+        text = ptx.read_text()
+        return len(re.findall(r"\bmul(\.rn)?\.f32", text)), len(re.findall(r"\bfma\.rn\.f32", text))
+
+    assert ops("3") == (2, 0)
+    assert ops("p")[1] >= 8
