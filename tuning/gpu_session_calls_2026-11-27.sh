@@ -48,4 +48,26 @@ shards)  # polybench.py over 4 GPUs, one shard each (16 cores, its own GPU), the
   python tuning/polybench.py --merge $OUT/s*/polybench.json --keep --out $OUT/r | tail -32
   for d in $OUT/s*; do echo "== $d"; cat $d/log.txt; done > $OUT/r/shard_logs.txt; rm -rf $OUT/s*
   grep -hE "tuned:|error|^[a-z_0-9]+ [.][.][.]" $OUT/r/shard_logs.txt | head -60 ;;
+allpairs)  # tuning/allpairs.py on four GPUs: fp32 tuned, fp64, the other shapes, the sweep
+  run() { i=$1; shift; pin="taskset -c $((16*i))-$((16*i+15))"; command -v taskset >/dev/null || pin=""
+    CUDA_VISIBLE_DEVICES=$i $pin timeout ${LIMIT:-540} python tuning/allpairs.py "$@" >> $OUT/allpairs_log$i.txt 2>&1; }
+  mkdir -p $OUT/a $OUT/b $OUT/c $OUT/d $OUT/s
+  run 0 --shape 2000x5419 --dtype float32 --tune 8 --out $OUT/a &
+  (run 1 --shape 2000x5419 --dtype float64 --out $OUT/b; run 1 --shape 1000x40000 --out $OUT/c) &
+  run 2 --shape 6000x5419 --out $OUT/d &
+  run 3 --sweep --c 16 32 64 --r 1 4 8 --s 1 2 4 8 --dp 16 32 64 --jobs 16 --out $OUT/s &
+  wait; tail -4 $OUT/allpairs_log*.txt; cat $OUT/*/allpairs*.md | grep -v "^$" | head -80
+  tar czf $OUT/allpairs.tgz -C $OUT a b c d s allpairs_log0.txt allpairs_log1.txt allpairs_log2.txt allpairs_log3.txt
+  rm -rf $OUT/a $OUT/b $OUT/c $OUT/d $OUT/s $OUT/allpairs_log*.txt ;;
+allpairs2)  # the default plan specialized as `compile -p` gives it, tuned; wider register tiles
+  run() { i=$1; shift; pin="taskset -c $((16*i))-$((16*i+15))"; command -v taskset >/dev/null || pin=""
+    CUDA_VISIBLE_DEVICES=$i $pin timeout ${LIMIT:-300} "$@" >> $OUT/allpairs_log$i.txt 2>&1; }
+  mkdir -p $OUT/a $OUT/b; sz="-p n1=2000 -p n2=2000 -p d=5419"; V=tuning/probe_variants_allpairs.json
+  run 0 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --tune 8 --out $OUT/a &
+  run 1 python tuning/variant_probe.py kernels/allpairs/l2dist.c $sz --variants $V --repeats 10 -o $OUT/probe_l2dist.json &
+  run 2 python tuning/variant_probe.py kernels/allpairs/l1dist.c $sz --variants $V --repeats 10 -o $OUT/probe_l1dist.json &
+  run 3 python tuning/allpairs.py --shape 2000x5419 --dtype float64 --out $OUT/b &
+  wait; grep -hE "ms|rror" $OUT/allpairs_log1.txt $OUT/allpairs_log2.txt | cut -c1-250 | head -30; cat $OUT/*/allpairs.md | grep "^| [0-9]"
+  tar czf $OUT/allpairs2.tgz -C $OUT a b probe_l2dist.json probe_l1dist.json allpairs_log0.txt allpairs_log1.txt allpairs_log2.txt allpairs_log3.txt
+  rm -rf $OUT/a $OUT/b $OUT/probe_*.json $OUT/allpairs_log*.txt ;;
 esac

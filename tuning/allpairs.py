@@ -1,0 +1,427 @@
+"""All-pairs distances (seed 004, Sarje & Aluru 2013): polygpu against ``torch.cdist`` in the
+same run, and the paper's sensitivity to its decomposition ``<c, r, s, d'>``.
+
+Kernels: ``kernels/allpairs/l1dist.c`` (p = 1), ``l2dist.c`` (p = 2: a scalar temporary,
+the square root at the end) and ``lpdist.c -D P=3`` (p = 3: ``powf(|a - b|, 3)``, which
+polygpu multiplies out), in float (fp32) or, with ``-D DATA_TYPE=double`` and the double
+math functions, fp64.  Shapes: the paper's n = 2000, d = 5419 and n = 1000, d = 40000,
+and n = 6000, d = 5419 (n1 = n2 = n, two random point sets).
+
+For each configuration:
+
+1. **default** -- the cost model's plan at these sizes (``polygpu compile -p``: its sizes
+   baked in), checked against the original loop nest on the device at odd sizes
+   (n1 = 101, n2 = 67, d = 203: partial tiles and slices; the same variant generated for
+   those sizes, as the tuner checks), then timed at full size with CUDA events (one
+   warm-up, median of ``--repeats``);
+2. **tuned** (``--tune B``) -- ``polygpu.optimize(tune=True, budget=B)`` (the model
+   strategy; every candidate checked), its best variant timed again here;
+3. **torch.cdist** in the same run: the direct mode
+   (``compute_mode="donot_use_mm_for_euclid_dist"``) for every p, and for p = 2 the
+   matrix-product mode (``"use_mm_for_euclid_dist"``) too;
+4. the **issue bound**: pair-dimensions (n1 n2 d) times the FP32/FP64 instructions one
+   needs (p = 1: subtract, add of the absolute value; p = 2: subtract, fused multiply-
+   add; p = 3: subtract, multiply, fused multiply-add), at half the cuBLAS GEMM rate
+   measured in this run (one instruction is a fused multiply-add, two flops).
+
+``--sweep`` times the paper's decomposition over a grid instead: block r x c threads,
+tile (r s) x c (s subtiles: rows cyclic over the threads, one after another), slices
+of d' (``time_tile``; shared-memory staging of both vectors per slice), no register
+tiles (the paper's scheme), each variant checked at odd sizes before it is timed.
+
+    python tuning/allpairs.py --tune 8 --out tuning/results/<gpu>   # GPU machine
+    python tuning/allpairs.py --sweep --out tuning/results/<gpu>
+    python tuning/allpairs.py --backend cpu --small                  # dry run
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime
+import itertools
+import json
+import multiprocessing
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from polygpu.pipeline import compile_variant, prepare  # noqa: E402
+from polygpu.runtime.check import check_program  # noqa: E402
+from polygpu.runtime.device import get_device  # noqa: E402
+from polygpu.schedule.variant import Variant  # noqa: E402
+from polygpu.search import plan_model  # noqa: E402
+
+SHAPES = ((2000, 5419), (1000, 40000), (6000, 5419))
+CHECK = {"n1": 101, "n2": 67, "d": 203}
+SMALL = {"n1": 37, "n2": 23, "d": 101}
+# FP32/FP64 instructions per pair-dimension (see the module doc)
+INSTRUCTIONS = {1: 2, 2: 2, 3: 3}
+DOUBLE = ("DATA_TYPE=double", "FABS=fabs", "POW=pow", "SQRT=sqrt")
+TORCH_BUDGET_MS = 2000.0  # timed runs of one torch call stop here (at least 3)
+
+
+def kernel_of(p: int, dtype: str) -> tuple[str, str, tuple[str, ...]]:
+    """(spec, function, defines) of the L_p kernel in ``dtype``."""
+    name = {1: "l1dist", 2: "l2dist"}.get(p, "lpdist")
+    defines = () if p in (1, 2) else (f"P={p}",)
+    if dtype == "float64":
+        defines += DOUBLE
+    return str(ROOT / "kernels" / "allpairs" / f"{name}.c"), name, defines
+
+
+def inputs(program, sizes: dict, rng) -> dict:
+    """Two random point sets in [0, 1) (the timing does not depend on the values)."""
+    values = {}
+    for a in program.arguments:
+        if a.kind == "scalar":
+            values[a.name] = sizes.get(a.name, 3.0)
+        elif a.kind == "array":
+            from polygpu.runtime import grid
+
+            shape = tuple(grid.evaluate(e, sizes) for e in a.shape)
+            values[a.name] = rng.random(shape).astype(np.dtype(a.dtype))
+    return values
+
+
+def checked(spec, function, defines, variant, device, check_sizes) -> dict:
+    """``variant`` checked against the original nest at ``check_sizes`` on ``device``: a
+    specialized variant as the tuner checks it, generated for those sizes (the same
+    transformation, its sizes baked in), a parametric one as the very program timed."""
+    prepared = prepare(spec, function, defines=defines, params=check_sizes)
+    program = compile_variant(prepared, variant, check_sizes).program
+    result = check_program(program, prepared.source_scop, spec, check_sizes,
+                           backend=device, seed=11, defines=defines)
+    return {"ok": result.ok, "sizes": check_sizes,
+            "message": result.message.splitlines()[0][:200]}
+
+
+def time_program(device, program, sizes, repeats: int) -> float:
+    values = inputs(program, sizes, np.random.default_rng(7))
+    return statistics.median(device.time(program, [values], repeats, 1, 1000.0))
+
+
+# --------------------------------------------------------------------------------------
+# torch
+# --------------------------------------------------------------------------------------
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def _median_ms(torch, run, repeats: int = 20) -> float:
+    """Median milliseconds of ``run()`` between CUDA events after one warm-up; timed runs
+    stop once they add up to TORCH_BUDGET_MS (at least three)."""
+    run()
+    torch.cuda.synchronize()
+    times: list[float] = []
+    while len(times) < repeats and (len(times) < 3 or sum(times) < TORCH_BUDGET_MS):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def time_torch(n1: int, n2: int, d: int, p: int, dtype: str) -> dict:
+    torch = _torch()
+    if torch is None:
+        return {}
+    torch.backends.cuda.matmul.allow_tf32 = False
+    t = getattr(torch, dtype)
+    g = torch.Generator(device="cuda").manual_seed(7)
+    x1 = torch.rand(n1, d, dtype=t, device="cuda", generator=g)
+    x2 = torch.rand(n2, d, dtype=t, device="cuda", generator=g)
+    out = {"torch": torch.__version__}
+    out["direct_ms"] = _median_ms(torch, lambda: torch.cdist(
+        x1, x2, p=float(p), compute_mode="donot_use_mm_for_euclid_dist"))
+    if p == 2:
+        out["mm_ms"] = _median_ms(torch, lambda: torch.cdist(
+            x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist"))
+    return out
+
+
+def gemm_instructions_per_s(dtype: str) -> float | None:
+    """Half the cuBLAS GEMM rate at 4096^3 in this run: fused multiply-adds per second."""
+    torch = _torch()
+    if torch is None:
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    n = 4096
+    a = torch.rand(n, n, dtype=getattr(torch, dtype), device="cuda")
+    b, c = torch.rand_like(a), torch.empty_like(a)
+    ms = _median_ms(torch, lambda: torch.mm(a, b, out=c), 10)
+    return n**3 / (ms * 1e-3)
+
+
+# --------------------------------------------------------------------------------------
+# One configuration
+# --------------------------------------------------------------------------------------
+
+
+def run_config(n: int, d: int, p: int, dtype: str, args, device, rates: dict) -> dict:
+    spec, function, defines = kernel_of(p, dtype)
+    sizes = dict(SMALL) if args.small else {"n1": n, "n2": n, "d": d}
+    row = {"p": p, "dtype": dtype, "sizes": sizes, "kernel": Path(spec).name,
+           "defines": list(defines)}
+    started = time.time()
+    prepared = prepare(spec, function, defines=defines, params=sizes)
+    choice = plan_model.choose(prepared, sizes)
+    variant = choice.variant  # what `polygpu compile -p` gives: specialized at the sizes
+    program = compile_variant(prepared, variant, sizes).program
+    row["default"] = {"variant": variant.to_json()}
+    check = checked(spec, function, defines, variant, device, SMALL if args.small else CHECK)
+    row["default"]["check"] = check
+    if check["ok"]:
+        row["default"]["ms"] = time_program(device, program, sizes, args.repeats)
+    if args.tune and not (args.tune_fp32_only and dtype != "float32"):
+        from polygpu.api import optimize
+
+        t0 = time.time()
+        try:
+            kernel = optimize(spec, params=sizes, function=function, tune=True,
+                              budget=args.tune, database=False, backend=args.backend,
+                              defines=defines)
+            row["tuned"] = {"variant": kernel.variant.to_json(), "budget": args.tune,
+                            "tune_s": round(time.time() - t0, 1),
+                            "ms": time_program(device, kernel.program, sizes, args.repeats)}
+        except Exception as err:  # noqa: BLE001 -- recorded, the other rows go on
+            row["tuned"] = {"error": str(err).splitlines()[0][:300]}
+    if args.backend == "gpu" and not args.small:
+        row["torch"] = time_torch(n, n, d, p, dtype)
+    pair_dims = sizes["n1"] * sizes["n2"] * sizes["d"]
+    rate = rates.get(dtype)
+    if rate:
+        row["issue_bound_ms"] = pair_dims * INSTRUCTIONS[p] / rate * 1e3
+    row["seconds"] = round(time.time() - started, 1)
+    print(summary(row), file=sys.stderr, flush=True)
+    return row
+
+
+def summary(row: dict) -> str:
+    s = row["sizes"]
+    parts = [f"p={row['p']} {row['dtype']} n={s['n1']} d={s['d']}:"]
+    for key in ("default", "tuned"):
+        ms = row.get(key, {}).get("ms")
+        if ms is not None:
+            parts.append(f"{key} {ms:.3f} ms")
+    for key in ("direct_ms", "mm_ms"):
+        ms = row.get("torch", {}).get(key)
+        if ms is not None:
+            parts.append(f"torch {key[:-3]} {ms:.3f} ms")
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------------------
+# The <c, r, s, d'> sweep
+# --------------------------------------------------------------------------------------
+
+
+def sweep_variants(cs, rs, ss, ds) -> list[tuple[dict, Variant]]:
+    """The paper's decomposition as variants: threads r x c, tile (r s) x c, slices d';
+    no register tiles (``jam`` off: each thread's s rows one after another)."""
+    out = []
+    for c, r, s, dp in itertools.product(cs, rs, ss, ds):
+        if r * c > 1024 or r * c < 32:
+            continue
+        out.append(({"c": c, "r": r, "s": s, "dp": dp},
+                    Variant(tile=(r * s, c), threads=(r, c), time_tile=dp)))
+    return out
+
+
+_PREPARED = None
+
+
+def _compile(args):
+    variant, sizes = args
+    try:
+        return compile_variant(_PREPARED, variant, sizes).program
+    except Exception as err:  # noqa: BLE001 -- reported per variant
+        return f"{type(err).__name__}: {err}"
+
+
+def run_sweep(args, device, rates: dict) -> dict:
+    global _PREPARED
+    n, d = SHAPES[0]
+    p, dtype = args.sweep_p, "float32"
+    spec, function, defines = kernel_of(p, dtype)
+    sizes = dict(SMALL) if args.small else {"n1": n, "n2": n, "d": d}
+    _PREPARED = prepare(spec, function, defines=defines, params=sizes)
+    grid = sweep_variants(args.c, args.r, args.s, args.dp)
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    with concurrent.futures.ProcessPoolExecutor(
+            args.jobs, mp_context=multiprocessing.get_context(method)) as pool:
+        programs = list(pool.map(_compile, [(v, sizes) for _, v in grid]))
+    rows = []
+    for (params, variant), program in zip(grid, programs, strict=True):
+        row = {**params, "variant": variant.to_json()}
+        if isinstance(program, str):
+            row["error"] = program[:200]
+        else:
+            check = checked(spec, function, defines, variant, device,
+                            SMALL if args.small else CHECK)
+            row["check"] = check["ok"]
+            if check["ok"]:
+                row["ms"] = time_program(device, program, sizes, args.repeats)
+            else:
+                row["error"] = check["message"]
+        rows.append(row)
+        print(f"  {params}: {row.get('ms', row.get('error'))}", file=sys.stderr, flush=True)
+    out = {"p": p, "dtype": dtype, "sizes": sizes, "rows": rows}
+    if args.backend == "gpu" and not args.small:
+        out["torch"] = time_torch(n, n, d, p, dtype)
+    rate = rates.get(dtype)
+    if rate:
+        out["issue_bound_ms"] = sizes["n1"] * sizes["n2"] * sizes["d"] * INSTRUCTIONS[p] \
+            / rate * 1e3
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------------------
+
+
+def markdown(data: dict) -> str:
+    lines = [f"# All-pairs distances on the {data['gpu']}: polygpu vs torch.cdist "
+             f"({data['date']})", "",
+             "`tuning/allpairs.py`. Times: CUDA events, median (polygpu: one warm-up, then "
+             "runs up to 1 s, at least 3; torch: one warm-up, then up to 2 s, at least 3). "
+             "Every polygpu program was checked against the original loop nest on the "
+             f"device at n1 = {CHECK['n1']}, n2 = {CHECK['n2']}, d = {CHECK['d']} first. "
+             "`issue` = the FP32/FP64 instruction bound (see the script) at half the "
+             "cuBLAS GEMM rate measured in this run; `x direct` = torch.cdist's direct "
+             "mode time / polygpu's.", ""]
+    if data.get("rates"):
+        lines.append("GEMM rates in this run (fused multiply-adds/s): " + ", ".join(
+            f"{k} {v / 1e12:.1f} T" for k, v in data["rates"].items()) + ".")
+        lines.append("")
+    lines += ["| p | dtype | n | d | default ms | tuned ms | tune s | torch direct ms | "
+              "torch mm ms | x direct (default) | x direct (tuned) | issue bound ms | "
+              "of bound (best) |",
+              "|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in data["rows"]:
+        s = r["sizes"]
+        default = r.get("default", {}).get("ms")
+        tuned = r.get("tuned", {}).get("ms")
+        direct = r.get("torch", {}).get("direct_ms")
+        mm = r.get("torch", {}).get("mm_ms")
+        best = min(x for x in (default, tuned) if x is not None) if (default or tuned) \
+            else None
+        bound = r.get("issue_bound_ms")
+
+        def f(x, digits=3):
+            return f"{x:.{digits}f}" if x is not None else ""
+
+        lines.append(
+            f"| {r['p']} | {r['dtype']} | {s['n1']} | {s['d']} | {f(default)} | {f(tuned)} | "
+            f"{r.get('tuned', {}).get('tune_s', '')} | {f(direct)} | {f(mm)} | "
+            f"{f(direct / default if direct and default else None, 2)} | "
+            f"{f(direct / tuned if direct and tuned else None, 2)} | {f(bound)} | "
+            f"{f(bound / best if bound and best else None, 2)} |")
+    errors = [r for r in data["rows"] if "error" in r.get("tuned", {})
+              or not r.get("default", {}).get("check", {}).get("ok", True)]
+    for r in errors:
+        lines.append("")
+        lines.append(f"- p = {r['p']} {r['dtype']} {r['sizes']}: "
+                     f"{r.get('tuned', {}).get('error') or r['default']['check']['message']}")
+    return "\n".join(lines) + "\n"
+
+
+def sweep_markdown(data: dict) -> str:
+    rows = [r for r in data["rows"] if "ms" in r]
+    if not rows:
+        return "no variant of the sweep ran\n"
+    best, worst = min(rows, key=lambda r: r["ms"]), max(rows, key=lambda r: r["ms"])
+    lines = [f"## <c, r, s, d'> sweep, p = {data['p']}, {data['dtype']}, "
+             f"n = {data['sizes']['n1']}, d = {data['sizes']['d']}", "",
+             f"{len(rows)} variants timed of {len(data['rows'])}; best {best['ms']:.3f} ms "
+             f"at c = {best['c']}, r = {best['r']}, s = {best['s']}, d' = {best['dp']}; "
+             f"worst {worst['ms']:.3f} ms: worst / best = {worst['ms'] / best['ms']:.1f}.", ""]
+    direct = data.get("torch", {}).get("direct_ms")
+    if direct:
+        lines.append(f"torch.cdist direct in the same run: {direct:.3f} ms "
+                     f"(best of the sweep: {direct / best['ms']:.2f}x).")
+        lines.append("")
+    lines += ["| c | r | s | d' | ms |", "|--:|--:|--:|--:|--:|"]
+    for r in sorted(rows, key=lambda r: r["ms"]):
+        lines.append(f"| {r['c']} | {r['r']} | {r['s']} | {r['dp']} | "
+                     f"{r['ms']:.3f} |")
+    failed = [r for r in data["rows"] if "error" in r]
+    if failed:
+        lines += ["", f"Not timed ({len(failed)}): " + "; ".join(
+            f"c={r['c']} r={r['r']} s={r['s']} d'={r['dp']}: {r['error'][:80]}"
+            for r in failed[:10])]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backend", choices=("gpu", "cpu"), default="gpu")
+    p.add_argument("--small", action="store_true", help="odd small sizes (a dry run)")
+    p.add_argument("--shape", action="append", default=[], metavar="NxD",
+                   help="n x d (repeatable; default: the paper's two shapes and 6000x5419)")
+    p.add_argument("--p", type=int, action="append", default=[], choices=(1, 2, 3))
+    p.add_argument("--dtype", action="append", default=[], choices=("float32", "float64"))
+    p.add_argument("--tune", type=int, default=0, metavar="B",
+                   help="also tune with budget B (default: no)")
+    p.add_argument("--tune-fp32-only", action="store_true")
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--sweep", action="store_true", help="the <c, r, s, d'> sweep instead")
+    p.add_argument("--sweep-p", type=int, default=1, choices=(1, 2, 3))
+    p.add_argument("--c", type=int, nargs="+", default=[16, 32, 64], help="sweep: columns")
+    p.add_argument("--r", type=int, nargs="+", default=[1, 2, 4, 8, 16], help="sweep: rows")
+    p.add_argument("--s", type=int, nargs="+", default=[1, 2, 4, 8], help="sweep: subtiles")
+    p.add_argument("--dp", type=int, nargs="+", default=[16, 32, 64, 128],
+                   help="sweep: slice widths d'")
+    p.add_argument("--jobs", type=int, default=8, help="sweep: compile processes")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+
+    device = get_device(args.backend)
+    rates = {}
+    if args.backend == "gpu":
+        for dt in ("float32", "float64"):
+            rate = gemm_instructions_per_s(dt)
+            if rate:
+                rates[dt] = rate
+    data = {"gpu": getattr(device, "name", args.backend),
+            "date": datetime.date.today().isoformat(), "rates": rates}
+    out = Path(args.out) if args.out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    if args.sweep:
+        data["sweep"] = run_sweep(args, device, rates)
+        text = sweep_markdown(data["sweep"])
+        name = f"allpairs_sweep_p{args.sweep_p}"
+    else:
+        shapes = [tuple(int(x) for x in s.lower().split("x")) for s in args.shape] or SHAPES
+        rows = []
+        for (n, d), dtype, pp in itertools.product(shapes, args.dtype or ["float32", "float64"],
+                                                   args.p or [1, 2, 3]):
+            rows.append(run_config(n, d, pp, dtype, args, device, rates))
+        data["rows"] = rows
+        text = markdown(data)
+        name = "allpairs"
+    print(text)
+    if out:
+        (out / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
+        (out / f"{name}.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
