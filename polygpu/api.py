@@ -55,6 +55,7 @@ import inspect
 import operator
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,7 @@ def optimize(
     device: int | Device = 0,
     defines: Sequence[str] = (),
     include_dirs: Sequence[str] = (),
+    fast_math: bool = False,
 ) -> Kernel:
     """Compile a loop nest into a callable :class:`Kernel` (see the module docstring).
 
@@ -121,6 +123,10 @@ def optimize(
     or ``"auto"`` (the GPU when PyCUDA and a device are usable, else the emulator), or a
     :class:`~polygpu.runtime.device.Device` object.  ``device``: the CUDA device index
     (its primary context is used, so CuPy and PyTorch arrays on it can be passed).
+
+    ``fast_math``: float ``expf logf sinf cosf powf`` through CUDA's fast intrinsics
+    (:attr:`~polygpu.schedule.variant.Variant.fast_math`) in whatever is compiled or
+    tuned (a given variant too); checked like any program.
     """
     if not isinstance(device, int):  # a Device object given as device=
         backend, device = device, 0
@@ -138,6 +144,8 @@ def optimize(
     compiled: Compiled | None = None
     if variant is not None:
         origin, chosen = "given", _variant(variant)
+        if fast_math:
+            chosen = replace(chosen, fast_math=True)
     elif tune:
         if params is None:
             example = ", ".join(f"{p!r}: 4096" for p in prepared.analysis.scop.parameters)
@@ -148,7 +156,7 @@ def optimize(
                                f"({why}); pass backend='cpu' to tune on the CPU "
                                "emulator (for tests only: its times say nothing about a GPU)")
         tuning = _tune(spec, function, params, resolved, strategy, budget, database, defines,
-                       include_dirs, getattr(target, "index", 0))
+                       include_dirs, getattr(target, "index", 0), fast_math)
         best = tuning.best
         if best is None:
             counts = ", ".join(f"{n} {stage}" for stage, n in sorted(tuning.counts().items()))
@@ -156,18 +164,22 @@ def optimize(
                                f"reference check ({counts or 'no candidates'})")
         origin, chosen, measurement = "tuned", best.variant, best.measurement
     else:
-        origin, chosen = "default", Variant()
+        origin, chosen = "default", Variant(fast_math=fast_math)
         if params is not None:
             for m in recorded_measurements(spec, prepared, params, resolved, database,
                                            getattr(target, "index", 0)):
                 try:  # a record from an older variant format, say: try the next one
-                    compiled = compile_variant(prepared, Variant.from_json(m.key), params)
+                    recorded = Variant.from_json(m.key)
+                    if recorded.fast_math != fast_math:  # the math asked for, only
+                        continue
+                    compiled = compile_variant(prepared, recorded, params)
                 except PolygpuError:
                     continue
                 origin, chosen, measurement = "database", compiled.variant, m
                 break
             else:  # sizes known, nothing measured: the cost model's top plan
-                origin, chosen = "model", plan_model.choose(prepared, params).variant
+                origin, chosen = "model", replace(plan_model.choose(prepared, params).variant,
+                                                  fast_math=fast_math)
     if compiled is None:
         compiled = compile_variant(prepared, chosen, params)
     kernel = Kernel(compiled, source, spec, target, origin, measurement, tuning)
@@ -212,12 +224,14 @@ def _variant(variant: Variant | Mapping | str) -> Variant:
 
 
 def _tune(spec, function, params, backend, strategy, budget, database, defines,
-          include_dirs, index=0):
+          include_dirs, index=0, fast_math=False):
     from polygpu.search import tuner
     from polygpu.search.runner import ProcessRunner
+    from polygpu.search.space import SpaceOptions
 
     options = tuner.TuneOptions(strategy=strategy, budget=budget, defines=defines,
-                                include_dirs=include_dirs)
+                                include_dirs=include_dirs,
+                                space=SpaceOptions(fast_math=fast_math))
     db, owned = _open_database(database, create=True)
     try:
         with ProcessRunner(backend, device=index) as runner:  # its measuring child ends

@@ -253,7 +253,7 @@ def _generate(an: Analysis, tr: Transformation, variant: Variant,
     # sizes given without specializing still choose the index width (64-bit where 32-bit
     # offsets would overflow at them)
     return generate(scop, kernels, comment, memory, sizes=params,
-                    device_steps=variant.device_steps)
+                    device_steps=variant.device_steps, fast_math=variant.fast_math)
 
 
 def _prove_device_steps(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ...],

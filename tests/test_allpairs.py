@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 
 import pytest
 
@@ -133,3 +134,76 @@ void cube(int n, float p, float x[n], float y[n]) {{
 
     assert ops("3") == (2, 0)
     assert ops("p")[1] >= 8
+
+
+def test_fast_math_is_an_explicit_variant_checked_like_any_other(tmp_path):
+    """``fast_math``: the program's float expf/logf/sinf/cosf/powf become CUDA's
+    intrinsics (one #define each, so the emulator runs the same text), the check says so
+    and keeps its tolerance; absent from a variant's JSON when off (older records keep
+    their keys), and only program-wide."""
+    from polygpu.errors import PolygpuError
+
+    assert "fast_math" not in Variant().to_json()
+    fast = Variant(tile=(8, 32), threads=(4, 32), time_tile=24, fast_math=True)
+    assert Variant.from_json(fast.to_json()) == fast
+    with pytest.raises(PolygpuError, match="cannot override"):
+        Variant(kernels=((0, (("fast_math", True),)),))
+    compiled = compile_region(LPDIST, variant=fast, defines=("P=p",))
+    assert compiled.program.fast_math
+    assert "#define powf __powf" in compiled.program.source
+    result = check_program(compiled.program, compiled.source_scop, LPDIST, ODD, seed=5,
+                           defines=("P=p",), scalars={"p": 2.5})
+    assert result.ok and "fast math" in result.message, result.message
+    plain = compile_region(LPDIST, variant=replace(fast, fast_math=False), defines=("P=p",))
+    assert not plain.program.fast_math and "__powf" not in plain.program.source
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_fast_math_powf_is_the_hardware_approximation_in_ptx(tmp_path):
+    """With fast math, powf(x, p) is ex2.approx/lg2.approx in PTX, not CUDA's software
+    routine (fused multiply-add polynomials)."""
+    src = tmp_path / "power.c"
+    src.write_text("""
+void power(int n, float p, float x[n], float y[n]) {
+#pragma scop
+  for (int i = 0; i < n; i++) y[i] = powf(x[i], p);
+#pragma endscop
+}
+""")
+    compiled = compile_region(str(src), variant=Variant(tile=(32,), threads=(32,),
+                                                       fast_math=True))
+    cu, ptx = tmp_path / "power.cu", tmp_path / "power.ptx"
+    cu.write_text(compiled.program.source)
+    subprocess.run(["nvcc", "-arch=sm_90", "-ptx", str(cu), "-o", str(ptx)], check=True,
+                   capture_output=True)
+    text = ptx.read_text()
+    assert re.search(r"\bex2\.approx", text) and re.search(r"\blg2\.approx", text)
+    assert len(re.findall(r"\bfma\.rn\.f32", text)) < 4
+
+
+def test_fast_math_from_the_command_line(tmp_path, capsys):
+    """compile and check take --fast-math; check says the program uses it."""
+    from polygpu.cli import main
+
+    out = tmp_path / "out"
+    assert main(["compile", LPDIST, "-D", "P=p", "-p", "n1=64", "-p", "n2=64", "-p",
+                 "d=128", "--fast-math", "-o", str(out)]) == 0
+    assert "#define powf __powf" in (out / "lpdist.cu").read_text()
+    assert main(["check", LPDIST, "-D", "P=p", "-p", "n1=37", "-p", "n2=23", "-p", "d=101",
+                 "-p", "p=2.5", "--fast-math", "--backend", "cpu"]) == 0
+    assert "fast math" in capsys.readouterr().out
+
+
+def test_a_fast_math_search_has_fast_math_everywhere():
+    """``--fast-math`` for tune (SpaceOptions.fast_math): the plans and every variant of
+    the space have it, so every candidate timed is one, and the database keys say so."""
+    from polygpu.search.resources import FixedResources
+    from polygpu.search.runner import SyntheticRunner
+    from polygpu.search.space import SpaceOptions
+    from polygpu.search.tuner import TuneOptions, tune
+
+    runner = SyntheticRunner()
+    result = tune(LPDIST, ODD, runner, oracle=FixedResources(), options=TuneOptions(
+        budget=3, jobs=1, defines=("P=p",), space=SpaceOptions(fast_math=True)))
+    assert runner.calls and all(Variant.from_json(k).fast_math for k in runner.calls)
+    assert all(c.variant.fast_math for c in result.candidates)

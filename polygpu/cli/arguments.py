@@ -12,9 +12,9 @@ import argparse
 from polygpu.errors import PolygpuError
 from polygpu.params import parse_params
 
-__all__ = ["add_input_arguments", "add_variant_arguments", "count_value", "given_params",
-           "nonnegative_float", "parse_params", "positive_float", "seed_value",
-           "variant_from_args"]
+__all__ = ["add_fast_math_argument", "add_input_arguments", "add_variant_arguments",
+           "count_value", "given_params", "nonnegative_float", "parse_params",
+           "positive_float", "seed_value", "variant_from_args"]
 
 
 def add_input_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,6 +52,14 @@ def add_variant_arguments(p: argparse.ArgumentParser) -> None:
                    help="threads per block per space dimension, innermost last")
     p.add_argument("--candidate", type=count_value(0), metavar="K",
                    help="which scheduler candidate to use (0 = best)")
+    add_fast_math_argument(p)
+
+
+def add_fast_math_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fast-math", action="store_true",
+                   help="float expf, logf, sinf, cosf and powf through CUDA's fast "
+                   "intrinsics (__expf, ...): a few ulp for moderate arguments, more for "
+                   "large ones; the check holds them to the usual tolerance and says so")
 
 
 def seed_value(text: str) -> int:
@@ -137,4 +145,6 @@ def variant_from_args(args: argparse.Namespace):
         fields["threads"] = [min(t, cap) for t, cap in zip(fields["tile"], caps, strict=True)]
     if args.candidate is not None:
         fields["candidate"] = args.candidate
+    if getattr(args, "fast_math", False):
+        fields["fast_math"] = True
     return Variant.from_json(fields)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 from polygpu.cli.arguments import (
     add_input_arguments,
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     choice = None
     if model_chooses(args, scop.parameters, params):
         choice = plan_model.choose(prepared, params)
-        variant = choice.variant
+        variant = replace(choice.variant, fast_math=variant.fast_math)
     compiled = compile_variant(prepared, variant, params)
     description = compile_json(compiled, params)
     if choice is not None:  # every plan the model ranked, and why the first won

@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from polygpu.cli.arguments import (
+    add_fast_math_argument,
     add_input_arguments,
     count_value,
     given_params,
@@ -93,6 +95,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="parallel compile processes (default: CPUs)")
     p.add_argument("--no-peer", action="store_true",
                    help="do not time the matching cuBLAS call")
+    add_fast_math_argument(p)
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.set_defaults(run=run)
     return p
@@ -174,6 +177,8 @@ def run(args: argparse.Namespace) -> int:
         check_params=check_params or None,
         defines=tuple(args.defines), include_dirs=tuple(args.include_dirs),
         scalars=scalars, race=args.race or None)
+    if args.fast_math:  # every variant of the space, the plans too
+        options = replace(options, space=replace(options.space, fast_math=True))
     out = Path(args.output)
     gpu = args.backend == "gpu" and not args.replay
     limits = device_limits() if gpu else SM_90

@@ -59,6 +59,14 @@ template <typename T> __device__ __forceinline__ void pg_atomic_add_warp(T *p, T
 """
 
 
+# Programs with fast math (Variant.fast_math): the float functions with a CUDA intrinsic
+# are that intrinsic from here on (the CPU emulator maps the intrinsics back to them)
+FAST_MATH = {"expf": "__expf", "logf": "__logf", "sinf": "__sinf", "cosf": "__cosf",
+             "powf": "__powf"}
+FAST_MATH_PRELUDE = "// fast math (--fast-math): CUDA's intrinsics\n" + "\n".join(
+    f"#define {name} {intrinsic}" for name, intrinsic in FAST_MATH.items()) + "\n"
+
+
 # Helpers of programs with 64-bit index arithmetic (codegen/index_width.py): CUDA's
 # min/max have no overload for an int and a long long together (ambiguous), and
 # pg_floordiv/pg_mod get long long operands.

@@ -75,6 +75,8 @@ class KernelProgram:
     # launch it beyond them (IndexWidthError)
     index64: bool = False
     index_bounds: tuple[IndexBound, ...] = ()
+    # float math through CUDA's fast intrinsics (Variant.fast_math): the check says so
+    fast_math: bool = False
 
     def steps(self, values: Mapping[str, object]) -> tuple[tuple[int, tuple[int, ...]], ...]:
         """Every launch to run at parameter ``values``, in order: (index into

@@ -224,8 +224,10 @@ def check_program(
         view, buf, pad = buffers[a.name]
         found.append(_compare(a, view, kernel_in[a.name], ref_values[a.name], written[a.name],
                               poisoned[a.name], buf, pad))
+    # a fast-math program is held to the same tolerance, and says it is one
+    fast = ", fast math (CUDA intrinsics)" if getattr(program, "fast_math", False) else ""
     return _judged(found, source, values, ref_values, ref_run,
-                   f"{source.name} at {_params_text(ints)}, seed {seed}, {device.kind}",
+                   f"{source.name} at {_params_text(ints)}, seed {seed}, {device.kind}{fast}",
                    seed, parallel, defines, include_dirs, conditioning)
 
 

@@ -134,12 +134,14 @@ static inline std::common_type_t<A, B> max(A a, B b) {
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 static inline float __fdividef(float a, float b) { return a / b; }
-// glibc declares __expf & co. itself (its internal names), hence macros, not functions.
-#define __expf(x) expf(x)
-#define __logf(x) logf(x)
-#define __sinf(x) sinf(x)
-#define __cosf(x) cosf(x)
-#define __powf(a, b) powf(a, b)
+// glibc declares __expf & co. itself (its internal names), hence macros, not functions;
+// through std:: (its float overloads), because a fast-math program defines expf as
+// __expf (codegen/expressions.py FAST_MATH) and GCC would expand that name again.
+#define __expf(x) std::exp((float)(x))
+#define __logf(x) std::log((float)(x))
+#define __sinf(x) std::sin((float)(x))
+#define __cosf(x) std::cos((float)(x))
+#define __powf(a, b) std::pow((float)(a), (float)(b))
 static inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x); }
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }

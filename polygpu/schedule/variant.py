@@ -6,7 +6,8 @@ pivot column and its trailing update), so one tile shape for all is rarely right
 ``Variant`` holds the program-wide settings and, in ``kernels``, the fields that a given
 kernel overrides; :meth:`Variant.for_kernel` merges them, and every stage that tiles,
 places or generates one kernel reads that kernel's merged variant.  ``candidate`` and
-``specialize`` concern the whole program and cannot be overridden per kernel.
+``specialize`` (and ``device_steps``, ``fast_math``) concern the whole program and cannot
+be overridden per kernel.
 
 JSON form (``compile --variant``, the tuning database): the fields, plus
 ``"kernels": {"1": {"tile": [32, 32], "threads": [8, 32]}}`` when a kernel differs.
@@ -22,7 +23,7 @@ from polygpu.errors import PolygpuError
 
 MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
 MAX_THREADS = 1024
-PROGRAM_WIDE = ("candidate", "specialize", "device_steps", "kernels")
+PROGRAM_WIDE = ("candidate", "specialize", "device_steps", "fast_math", "kernels")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,11 @@ class Variant:
     # host loops run on the device, in one thread block with a barrier after every
     # kernel of a step (codegen/cuda.py): one launch instead of one per kernel and step
     device_steps: bool = False
+    # float math through CUDA's fast intrinsics (expf, logf, sinf, cosf, powf as __expf,
+    # ...: a few instructions instead of a software routine, within a few ulp for
+    # moderate arguments); opted into explicitly (``--fast-math``), never by the search
+    # alone, and checked like any program
+    fast_math: bool = False
     # per-kernel overrides: (kernel index, ((field, value), ...)), sorted by index
     kernels: tuple[tuple[int, tuple[tuple[str, object], ...]], ...] = ()
 
@@ -118,6 +124,8 @@ class Variant:
         data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "kernels"}
         if not self.double_buffer:  # absent when off, so older records keep their keys
             del data["double_buffer"]
+        if not self.fast_math:
+            del data["fast_math"]
         if self.kernels:  # absent when uniform, so older records keep their keys
             data["kernels"] = {str(k): {name: list(v) if isinstance(v, tuple) else v
                                         for name, v in o} for k, o in self.kernels}

@@ -82,6 +82,7 @@ class SpaceOptions:
     reduction_factors: tuple[int, ...] = (16, 32, 64, 256)  # a thread's run along a reduction
     reduction_jam: tuple[int, ...] = (16, 32)  # register tiles along a reduction
     specialize: bool = True  # bake the tuned parameter values into each variant
+    fast_math: bool = False  # every variant with CUDA's fast intrinsics (opted into)
 
 
 @dataclass(frozen=True)
@@ -284,7 +285,8 @@ def variants(shape: Shape, options: SpaceOptions) -> list[Variant]:
                                       threads=threads, jam=jam, time_tile=time_tile,
                                       unroll=unroll, blocked=blocked, shared=shared,
                                       chunk=chunk, prefetch=early,
-                                      specialize=options.specialize))
+                                      specialize=options.specialize,
+                                      fast_math=options.fast_math))
     return result
 
 

@@ -729,7 +729,8 @@ class Session:
             except PolygpuError as e:  # no plan builds: the search goes on without
                 self._plans, self._plan_error = [], e
                 return []
-            found = [replace(e.variant, specialize=self.options.space.specialize)
+            found = [replace(e.variant, specialize=self.options.space.specialize,
+                             fast_math=self.options.space.fast_math)
                      for e in ranking if math.isfinite(e.seconds)]
             self._plans = list(dict.fromkeys(found))
         return self._plans[:n]
