@@ -45,6 +45,7 @@ import multiprocessing
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -67,10 +68,12 @@ DOUBLE = ("DATA_TYPE=double", "FABS=fabs", "POW=pow", "SQRT=sqrt")
 TORCH_BUDGET_MS = 2000.0  # timed runs of one torch call stop here (at least 3)
 
 
-def kernel_of(p: int, dtype: str) -> tuple[str, str, tuple[str, ...]]:
-    """(spec, function, defines) of the L_p kernel in ``dtype``."""
+def kernel_of(p: float, dtype: str) -> tuple[str, str, tuple[str, ...]]:
+    """(spec, function, defines) of the L_p kernel in ``dtype`` (p = 1, 2: their own
+    kernels; any other p: ``lpdist.c`` with ``-D P=p``, multiplied out when an
+    integer)."""
     name = {1: "l1dist", 2: "l2dist"}.get(p, "lpdist")
-    defines = () if p in (1, 2) else (f"P={p}",)
+    defines = () if p in (1, 2) else (f"P={p:g}",)
     if dtype == "float64":
         defines += DOUBLE
     return str(ROOT / "kernels" / "allpairs" / f"{name}.c"), name, defines
@@ -176,11 +179,12 @@ def run_config(n: int, d: int, p: int, dtype: str, args, device, rates: dict) ->
     spec, function, defines = kernel_of(p, dtype)
     sizes = dict(SMALL) if args.small else {"n1": n, "n2": n, "d": d}
     row = {"p": p, "dtype": dtype, "sizes": sizes, "kernel": Path(spec).name,
-           "defines": list(defines)}
+           "defines": list(defines), "fast_math": args.fast_math}
     started = time.time()
     prepared = prepare(spec, function, defines=defines, params=sizes)
     choice = plan_model.choose(prepared, sizes)
-    variant = choice.variant  # what `polygpu compile -p` gives: specialized at the sizes
+    # what `polygpu compile -p` gives (with --fast-math: `compile -p --fast-math`)
+    variant = replace(choice.variant, fast_math=args.fast_math)
     program = compile_variant(prepared, variant, sizes).program
     row["default"] = {"variant": variant.to_json()}
     check = checked(spec, function, defines, variant, device, SMALL if args.small else CHECK)
@@ -194,7 +198,7 @@ def run_config(n: int, d: int, p: int, dtype: str, args, device, rates: dict) ->
         try:
             kernel = optimize(spec, params=sizes, function=function, tune=True,
                               budget=args.tune, database=False, backend=args.backend,
-                              defines=defines)
+                              defines=defines, fast_math=args.fast_math)
             row["tuned"] = {"variant": kernel.variant.to_json(), "budget": args.tune,
                             "tune_s": round(time.time() - t0, 1),
                             "ms": time_program(device, kernel.program, sizes, args.repeats)}
@@ -204,7 +208,7 @@ def run_config(n: int, d: int, p: int, dtype: str, args, device, rates: dict) ->
         row["torch"] = time_torch(n, n, d, p, dtype)
     pair_dims = sizes["n1"] * sizes["n2"] * sizes["d"]
     rate = rates.get(dtype)
-    if rate:
+    if rate and p in INSTRUCTIONS:  # a non-integer p is bound by its powers (MUFU)
         row["issue_bound_ms"] = pair_dims * INSTRUCTIONS[p] / rate * 1e3
     row["seconds"] = round(time.time() - started, 1)
     print(summary(row), file=sys.stderr, flush=True)
@@ -230,7 +234,7 @@ def summary(row: dict) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def sweep_variants(cs, rs, ss, ds) -> list[tuple[dict, Variant]]:
+def sweep_variants(cs, rs, ss, ds, fast_math: bool = False) -> list[tuple[dict, Variant]]:
     """The paper's decomposition as variants: threads r x c, tile (r s) x c, slices d';
     no register tiles (``jam`` off: each thread's s rows one after another)."""
     out = []
@@ -238,7 +242,8 @@ def sweep_variants(cs, rs, ss, ds) -> list[tuple[dict, Variant]]:
         if r * c > 1024 or r * c < 32:
             continue
         out.append(({"c": c, "r": r, "s": s, "dp": dp},
-                    Variant(tile=(r * s, c), threads=(r, c), time_tile=dp)))
+                    Variant(tile=(r * s, c), threads=(r, c), time_tile=dp,
+                            fast_math=fast_math)))
     return out
 
 
@@ -260,7 +265,7 @@ def run_sweep(args, device, rates: dict) -> dict:
     spec, function, defines = kernel_of(p, dtype)
     sizes = dict(SMALL) if args.small else {"n1": n, "n2": n, "d": d}
     _PREPARED = prepare(spec, function, defines=defines, params=sizes)
-    grid = sweep_variants(args.c, args.r, args.s, args.dp)
+    grid = sweep_variants(args.c, args.r, args.s, args.dp, args.fast_math)
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     with concurrent.futures.ProcessPoolExecutor(
             args.jobs, mp_context=multiprocessing.get_context(method)) as pool:
@@ -305,6 +310,9 @@ def markdown(data: dict) -> str:
              "`issue` = the FP32/FP64 instruction bound (see the script) at half the "
              "cuBLAS GEMM rate measured in this run; `x direct` = torch.cdist's direct "
              "mode time / polygpu's.", ""]
+    if any(r.get("fast_math") for r in data["rows"]):
+        lines += ["polygpu's programs use `--fast-math` (CUDA's intrinsics for expf, logf, "
+                  "sinf, cosf, powf); each passed the usual check.", ""]
     if data.get("rates"):
         lines.append("GEMM rates in this run (fused multiply-adds/s): " + ", ".join(
             f"{k} {v / 1e12:.1f} T" for k, v in data["rates"].items()) + ".")
@@ -374,7 +382,11 @@ def main(argv=None) -> int:
     p.add_argument("--small", action="store_true", help="odd small sizes (a dry run)")
     p.add_argument("--shape", action="append", default=[], metavar="NxD",
                    help="n x d (repeatable; default: the paper's two shapes and 6000x5419)")
-    p.add_argument("--p", type=int, action="append", default=[], choices=(1, 2, 3))
+    p.add_argument("--p", type=float, action="append", default=[],
+                   help="the exponent (repeatable; default 1, 2, 3; others through "
+                   "lpdist.c -D P=p)")
+    p.add_argument("--fast-math", action="store_true",
+                   help="polygpu's programs with --fast-math (CUDA's intrinsics)")
     p.add_argument("--dtype", action="append", default=[], choices=("float32", "float64"))
     p.add_argument("--tune", type=int, default=0, metavar="B",
                    help="also tune with budget B (default: no)")
@@ -410,8 +422,9 @@ def main(argv=None) -> int:
     else:
         shapes = [tuple(int(x) for x in s.lower().split("x")) for s in args.shape] or SHAPES
         rows = []
+        exponents = [int(x) if float(x).is_integer() else x for x in args.p] or [1, 2, 3]
         for (n, d), dtype, pp in itertools.product(shapes, args.dtype or ["float32", "float64"],
-                                                   args.p or [1, 2, 3]):
+                                                   exponents):
             rows.append(run_config(n, d, pp, dtype, args, device, rates))
         data["rows"] = rows
         text = markdown(data)
