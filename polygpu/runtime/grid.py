@@ -186,7 +186,7 @@ def _vector_grid(program: KernelProgram, grid: tuple[str, ...], params: Mapping[
             _in_range(count)
             dims.append(np.broadcast_to(g_i, (len(hosts),)))
         return tuple(dims)
-    except _NotVectorizable:
+    except (_NotVectorizable, OverflowError):  # OverflowError: a host value past int64
         pass
     exprs = [_compiled(e) for e in grid]
     rows = [tuple(g(program.grid_values(params, h)) for g in exprs) for h in hosts]
