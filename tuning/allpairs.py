@@ -376,6 +376,40 @@ def sweep_markdown(data: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def sweep_plot(sweep: dict, path: Path) -> None:
+    """The paper's Figures 6-9 as one figure: the time against each of c, r, s and d',
+    every variant of the sweep a grey point, the best at each value a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in sweep["rows"] if "ms" in r]
+    if not rows:
+        return
+    fig, axes = plt.subplots(1, 4, figsize=(14, 3.6), sharey=True)
+    for ax, (key, label) in zip(axes, (("c", "c (columns)"), ("r", "r (rows)"),
+                                       ("s", "s (subtiles)"), ("dp", "d' (slice width)")),
+                                strict=True):
+        values = sorted({r[key] for r in rows})
+        ax.scatter([r[key] for r in rows], [r["ms"] for r in rows], s=8, color="0.7")
+        ax.plot(values, [min(r["ms"] for r in rows if r[key] == v) for v in values],
+                marker="o", color="C0", label="best at this value")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(values)
+        ax.set_xticklabels([str(v) for v in values])
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("ms (lower is better)")
+    axes[0].legend(fontsize=8)
+    s = sweep["sizes"]
+    fig.suptitle(f"<c, r, s, d'> sweep, p = {sweep['p']}, {sweep['dtype']}, n = {s['n1']}, "
+                 f"d = {s['d']} (the paper's scheme, no register tiles)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backend", choices=("gpu", "cpu"), default="gpu")
@@ -400,8 +434,14 @@ def main(argv=None) -> int:
     p.add_argument("--dp", type=int, nargs="+", default=[16, 32, 64, 128],
                    help="sweep: slice widths d'")
     p.add_argument("--jobs", type=int, default=8, help="sweep: compile processes")
+    p.add_argument("--plot", metavar="SWEEP_JSON",
+                   help="only draw the plot of a recorded sweep (next to it, .png)")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
+    if args.plot:
+        recorded = Path(args.plot)
+        sweep_plot(json.loads(recorded.read_text())["sweep"], recorded.with_suffix(".png"))
+        return 0
 
     device = get_device(args.backend)
     rates = {}
@@ -419,6 +459,8 @@ def main(argv=None) -> int:
         data["sweep"] = run_sweep(args, device, rates)
         text = sweep_markdown(data["sweep"])
         name = f"allpairs_sweep_p{args.sweep_p}"
+        if out:
+            sweep_plot(data["sweep"], out / f"{name}.png")
     else:
         shapes = [tuple(int(x) for x in s.lower().split("x")) for s in args.shape] or SHAPES
         rows = []
