@@ -323,3 +323,21 @@ def test_tune_then_database_round_trip(tmp_path):
     found = optimize(MV, params={"n": 256}, backend="cpu", database=path)
     assert found.origin == "database" and found.variant == tuned.variant
     assert found.measurement.time_ms == tuned.measurement.time_ms
+
+
+def test_the_model_plan_is_specialized_at_its_sizes_with_a_parametric_twin():
+    """With params and nothing recorded, the cost model's plan is specialized for them
+    (constant bounds, as the tuner's variants); a call at other sizes compiles the plan
+    without them once and keeps it; both give the loop nest's results."""
+    kernel = optimize(MV, params={"n": 64}, backend="cpu", database=False)
+    assert kernel.origin == "model" and kernel.variant.specialize
+    assert kernel.program.specialized == (("n", 64),)
+    for n in (64, N, N, 64):
+        a, x, y = mv_inputs(n)
+        kernel(n, a, x, y)
+        np.testing.assert_allclose(x, a.astype(np.float64) @ y, rtol=1e-5)
+    assert len(kernel._twins) == 1
+    twin = kernel._twins[0]
+    assert not twin.specialized
+    assert kernel._program_for({"n": N}) is twin and kernel._program_for({"n": 64}) is \
+        kernel.program
