@@ -1,7 +1,8 @@
-"""All-pairs kernels (seed 004, Sarje & Aluru): ``kernels/allpairs`` checked at odd sizes
-(n1 != n2, the slice width not dividing d), and ``pow`` with a constant integer
-exponent multiplied out (``pg_powi``), with C's meaning kept: ``pow`` in double,
-``powf`` in float."""
+"""All-pairs kernels (seed 004, Sarje & Aluru): ``kernels/allpairs`` (two point sets, and
+one set's mirrored triangle) checked at odd sizes (n1 != n2, the slice width not dividing
+d); ``pow`` with a constant integer exponent multiplied out (``pg_powi``), with C's
+meaning kept: ``pow`` in double, ``powf`` in float; and fast math as an explicit,
+program-wide option that the check names."""
 
 from __future__ import annotations
 
