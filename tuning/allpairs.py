@@ -52,6 +52,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tuning"))
+
+from polybench import _median_ms, _torch, gemm_gflops  # noqa: E402
 
 from polygpu.pipeline import compile_variant, prepare  # noqa: E402
 from polygpu.runtime.check import check_program  # noqa: E402
@@ -65,7 +68,8 @@ SMALL = {"n1": 37, "n2": 23, "d": 101}
 # FP32/FP64 instructions per pair-dimension (see the module doc)
 INSTRUCTIONS = {1: 2, 2: 2, 3: 3}
 DOUBLE = ("DATA_TYPE=double", "FABS=fabs", "POW=pow", "SQRT=sqrt")
-TORCH_BUDGET_MS = 2000.0  # timed runs of one torch call stop here (at least 3)
+# torch calls: one warm-up, then up to 20 timed runs, stopping at 2 s (at least 3)
+TORCH_TIMING = {"repeats": 20, "warmup": 1, "budget_ms": 2000.0}
 
 
 def kernel_of(p: float, dtype: str) -> tuple[str, str, tuple[str, ...]]:
@@ -115,30 +119,6 @@ def time_program(device, program, sizes, repeats: int) -> float:
 # --------------------------------------------------------------------------------------
 
 
-def _torch():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch if torch.cuda.is_available() else None
-
-
-def _median_ms(torch, run, repeats: int = 20) -> float:
-    """Median milliseconds of ``run()`` between CUDA events after one warm-up; timed runs
-    stop once they add up to TORCH_BUDGET_MS (at least three)."""
-    run()
-    torch.cuda.synchronize()
-    times: list[float] = []
-    while len(times) < repeats and (len(times) < 3 or sum(times) < TORCH_BUDGET_MS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def time_torch(n1: int, n2: int, d: int, p: int, dtype: str) -> dict:
     torch = _torch()
     if torch is None:
@@ -150,24 +130,17 @@ def time_torch(n1: int, n2: int, d: int, p: int, dtype: str) -> dict:
     x2 = torch.rand(n2, d, dtype=t, device="cuda", generator=g)
     out = {"torch": torch.__version__}
     out["direct_ms"] = _median_ms(torch, lambda: torch.cdist(
-        x1, x2, p=float(p), compute_mode="donot_use_mm_for_euclid_dist"))
+        x1, x2, p=float(p), compute_mode="donot_use_mm_for_euclid_dist"), **TORCH_TIMING)
     if p == 2:
         out["mm_ms"] = _median_ms(torch, lambda: torch.cdist(
-            x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist"))
+            x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist"), **TORCH_TIMING)
     return out
 
 
 def gemm_instructions_per_s(dtype: str) -> float | None:
     """Half the cuBLAS GEMM rate at 4096^3 in this run: fused multiply-adds per second."""
-    torch = _torch()
-    if torch is None:
-        return None
-    torch.backends.cuda.matmul.allow_tf32 = False
-    n = 4096
-    a = torch.rand(n, n, dtype=getattr(torch, dtype), device="cuda")
-    b, c = torch.rand_like(a), torch.empty_like(a)
-    ms = _median_ms(torch, lambda: torch.mm(a, b, out=c), 10)
-    return n**3 / (ms * 1e-3)
+    gflops = gemm_gflops(dtype)
+    return None if gflops is None else gflops * 1e9 / 2
 
 
 # --------------------------------------------------------------------------------------

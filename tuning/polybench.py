@@ -182,13 +182,16 @@ def _torch():
     return torch if torch.cuda.is_available() else None
 
 
-def _median_ms(torch, run, repeats: int, warmup: int = 3) -> float:
-    """Median milliseconds of ``run()`` between CUDA events, after ``warmup`` runs."""
+def _median_ms(torch, run, repeats: int, warmup: int = 3,
+               budget_ms: float | None = None) -> float:
+    """Median milliseconds of ``run()`` between CUDA events, after ``warmup`` runs; with
+    ``budget_ms``, the timed runs stop once they add up to it (at least three)."""
     for _ in range(warmup):
         run()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
+    times: list[float] = []
+    while len(times) < repeats and (budget_ms is None or len(times) < 3
+                                    or sum(times) < budget_ms):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         run()
@@ -213,11 +216,17 @@ def time_vendor(name: str, sizes: dict, repeats: int = 20) -> dict | None:
 
 def dgemm_gflops() -> float | None:
     """cuBLAS DGEMM at 4096^3 in this run: the double-precision compute roof."""
+    return gemm_gflops("float64")
+
+
+def gemm_gflops(dtype: str) -> float | None:
+    """cuBLAS GEMM in ``dtype`` (TF32 off) at 4096^3 in this run, GFLOP/s."""
     torch = _torch()
     if torch is None:
         return None
+    torch.backends.cuda.matmul.allow_tf32 = False
     n = 4096
-    a = torch.rand(n, n, dtype=torch.float64, device="cuda")
+    a = torch.rand(n, n, dtype=getattr(torch, dtype), device="cuda")
     b, c = torch.rand_like(a), torch.empty_like(a)
     ms = _median_ms(torch, lambda: torch.mm(a, b, out=c), 10)
     return 2 * n**3 / (ms * 1e-3) / 1e9
