@@ -17,7 +17,7 @@ import cgen
 import islpy as isl
 
 from polygpu import __version__
-from polygpu.codegen import staging
+from polygpu.codegen import full_tiles, staging
 from polygpu.codegen.expressions import (
     FAST_MATH_PRELUDE,
     INDEX64,
@@ -38,7 +38,12 @@ from polygpu.codegen.launch_grid import (
     may_exceed,
 )
 from polygpu.codegen.program import Argument, KernelProgram, Launch
-from polygpu.codegen.thread_ast import _involves, kernel_ast, node_from_schedule_map
+from polygpu.codegen.thread_ast import (
+    _involves,
+    kernel_ast,
+    node_from_schedule_map,
+    register_loops,
+)
 from polygpu.frontend import ir
 from polygpu.memory.placement import STATIC_SHARED_BYTES, MemoryPlan
 from polygpu.model import atomic
@@ -57,8 +62,11 @@ class Emitter:
                  buffers: dict[str, tuple[BufferView, frozenset[str]]] | None = None,
                  constants: frozenset[str] = frozenset(), user=None,
                  atomic: dict[str, str] | None = None, index64: bool = False,
-                 ref_buffers: dict[tuple[str, int], BufferView] | None = None):
+                 ref_buffers: dict[tuple[str, int], BufferView] | None = None,
+                 unrolled: frozenset[str] = frozenset()):
         self.scop = scop
+        # loops nvcc unrolls completely (register tiles left as loops: thread_ast)
+        self.unrolled = unrolled
         self.index64 = index64
         self.itype = INDEX64 if index64 else "int"
         self.unroll = unroll
@@ -89,6 +97,8 @@ class Emitter:
                             self._c(n.for_get_cond()),
                             f"{it} += {self._c(n.for_get_inc())}",
                             cgen.Block(body))
+            if it in self.unrolled:
+                return [cgen.Pragma("unroll"), loop]
             if self.unroll > 1 and not self._contains_for(n.for_get_body()):
                 return [cgen.Pragma(f"unroll {self.unroll}"), loop]
             return [loop]
@@ -110,8 +120,9 @@ class Emitter:
         """Whether ``n`` holds a loop -- placeholders of a staged kernel count: the tile
         loops around them are not to be unrolled (copies, barriers, the whole work)."""
         t = n.get_type()
-        if t == isl.ast_node_type.for_:
-            return True
+        if t == isl.ast_node_type.for_:  # a loop nvcc unrolls completely is none
+            return n.for_get_iterator().get_id().get_name() not in self.unrolled or \
+                self._contains_for(n.for_get_body())
         if t == isl.ast_node_type.user:
             call = n.user_get_expr()
             return call.get_op_arg(0).get_id().get_name() not in self.statements
@@ -273,7 +284,6 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         name = f"{scop.function}_kernel{kernel.index}"
         buffers = plan.buffers_of(kernel.index) if plan else []
         shared = [b for b in buffers if b.space == "shared"]
-        registers = [b for b in buffers if b.space == "register"]
         views = {b.array: (staging.view(b, index64), b.statements) for b in buffers
                  if not b.refs}
         ref_views = {ref: staging.view(b, index64) for b in buffers for ref in b.refs}
@@ -316,22 +326,16 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             body.append(cgen.Line(
                 f"extern __shared__ __align__(16) unsigned char {staging.DYNAMIC}[];"))
         body += staging.declarations(buffers, dynamic)
-        for b in registers:
-            if b.reads is not None:
-                body += staging.copy_loop(b, printer, kernel, scop, "in")
-
-        def emitter(user, kernel=kernel, views=views, ref_views=ref_views):
-            return Emitter(scop, kernel.unroll, views, constants, user,
-                           {s: staging.atomic_function(kernel, [s]) for s in kernel.atomic},
-                           index64, ref_views)
-
-        if shared:
-            body += staging.staged_body(scop, kernel, buffers, emitter, printer)
+        halves = full_tiles.split(scop, kernel, lambda text: index_text(text, index64))
+        if halves is None:
+            body += _work(scop, kernel, buffers, views, ref_views, constants, printer,
+                          index64)
         else:
-            body += emitter(None).node(kernel_ast(scop, kernel))
-        for b in registers:
-            if b.writes is not None:
-                body += staging.copy_loop(b, printer, kernel, scop, "out")
+            parts.append(f"// kernel {kernel.index}: whole tiles without guards where "
+                         f"{halves.condition}, partial tiles apart")
+            body.append(cgen.If(halves.condition, *(cgen.Block(_work(
+                scop, k, buffers, views, ref_views, constants, printer, index64))
+                for k in (halves.full, halves.partial))))
         if fold:
             body = _folded_loop(kernel, grid, body, values)
         if device_steps:
@@ -385,6 +389,31 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         index_bounds=() if values is not None or index64 else bounds,
         fast_math=fast_math,
     )
+
+
+def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
+          printer: Printer, index64: bool) -> list:
+    """One thread's work in ``kernel`` (for the blocks its ``blocks`` names): register
+    copy-ins, the loops (staged or not), register copy-outs."""
+    registers = [b for b in buffers if b.space == "register"]
+    body = []
+    for b in registers:
+        if b.reads is not None:
+            body += staging.copy_loop(b, printer, kernel, scop, "in")
+
+    def emitter(user):
+        return Emitter(scop, kernel.unroll, views, constants, user,
+                       {s: staging.atomic_function(kernel, [s]) for s in kernel.atomic},
+                       index64, ref_views, register_loops(kernel))
+
+    if any(b.space == "shared" for b in buffers):
+        body += staging.staged_body(scop, kernel, buffers, emitter, printer)
+    else:
+        body += emitter(None).node(kernel_ast(scop, kernel))
+    for b in registers:
+        if b.writes is not None:
+            body += staging.copy_loop(b, printer, kernel, scop, "out")
+    return body
 
 
 # A kernel whose block count along y or z can exceed CUDA's 65535 (or along x its

@@ -42,6 +42,7 @@ from polygpu.codegen.thread_ast import (
     ids,
     kernel_ast,
     node_from_schedule_map,
+    param_names,
     thread_context,
     with_params,
 )
@@ -174,8 +175,9 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
     # domain); a register copy runs in every thread
     known = footprint.params() if buffer.space == "shared" else \
         thread_context(scop, kernel, threads=True)
-    if buffer.space == "shared" and scop.fixed_parameters:
+    if buffer.space == "shared" and (scop.fixed_parameters or kernel.blocks is not None):
         # a specialized kernel: the parameter values and the grid bound the blocks too
+        # (and code for whole or partial tiles only knows which blocks run it)
         blocks = thread_context(scop, kernel, threads=False)
         known = known.intersect_params(blocks.align_params(known.get_space()))
     n_threads = kernel.n_threads
@@ -272,7 +274,7 @@ def vector_width(buffer: Buffer, kernel: TiledKernel, scop: Scop, guard: str) ->
     # the copy runs (its footprint's parameters, with the grid's bounds)
     base = box.base[-1]
     known = buffer.reads.params()
-    if fixed:
+    if fixed or kernel.blocks is not None:
         blocks = thread_context(scop, kernel, threads=False)
         known = known.intersect_params(blocks.align_params(known.get_space()))
     off = base.mod_val(isl.Val(width)).non_zero_set()
@@ -492,10 +494,7 @@ def _inner_ast(scop: Scop, kernel: TiledKernel, depth: int, tile_params: isl.Set
     context = thread_context(scop, kernel, threads=True)
     names = list(kernel.level_names[:depth])
     context = with_params(context, names)
-    tile_params = with_params(tile_params, _param_names(context))
+    tile_params = with_params(tile_params, param_names(context))
     context = context.intersect_params(tile_params.align_params(context.get_space()))
     return kernel_ast(scop, kernel, depth, context)
 
-
-def _param_names(s: isl.Set) -> list[str]:
-    return [s.get_dim_name(isl.dim_type.param, k) for k in range(s.dim(isl.dim_type.param))]

@@ -46,7 +46,8 @@ def _fix_leading(smap: isl.Map, names: list[str]) -> isl.Map:
 
 
 def thread_context(scop: Scop, kernel: TiledKernel, threads: bool) -> isl.Set:
-    """The parameter context: the region's, block ids >= 0 and thread ids in range.
+    """The parameter context: the region's, block ids >= 0 and thread ids in range
+    (and the kernel's ``blocks``, where its code is for some blocks only).
 
     In a region specialised for known parameter values the launched grid is known too,
     and block ids are bounded above by it: isl then drops the guards that only the last
@@ -67,7 +68,16 @@ def thread_context(scop: Scop, kernel: TiledKernel, threads: bool) -> isl.Set:
             context = context.lower_bound_val(isl.dim_type.param, p, isl.Val(0))
             context = context.upper_bound_val(isl.dim_type.param, p,
                                               isl.Val(kernel.threads[k] - 1))
+    if kernel.blocks is not None:  # whole or partial tiles only (codegen/full_tiles.py)
+        blocks = with_params(kernel.blocks, param_names(context))
+        context = with_params(context, param_names(blocks))
+        context = context.intersect_params(blocks.align_params(context.get_space()))
     return context
+
+
+def param_names(s) -> list[str]:
+    """The parameter names of an isl set, map or function, in order."""
+    return [s.get_dim_name(isl.dim_type.param, k) for k in range(s.dim(isl.dim_type.param))]
 
 
 def kernel_ast(scop: Scop, kernel: TiledKernel, levels: int = 0,
@@ -82,8 +92,56 @@ def kernel_ast(scop: Scop, kernel: TiledKernel, levels: int = 0,
     context = with_params(context, fixed)
     # register tiles: isl unrolls these loops completely (a guarded copy per point)
     unroll = tuple(k - levels for k in kernel.unroll_dims)
-    return _ast_of_text(str(context), str(schedule), tuple(kernel.local_names[levels:]),
-                        unroll)
+    iterators = tuple(kernel.local_names[levels:])
+    if unroll and kernel.blocks is not None:
+        # code for some blocks only (codegen/full_tiles.py): in whole tiles the register
+        # tile's loops have constant bounds and no guards, and nvcc unrolls them
+        # (``#pragma unroll``, see register_loops); isl's own unrolling costs seconds a
+        # variant (mm's 8 x 8 points: 2.2 s against 0.3 s)
+        loops = _ast_of_text(str(context), str(schedule), iterators, ())
+        if _plain_loops(loops, register_loops(kernel), False):
+            return loops
+    return _ast_of_text(str(context), str(schedule), iterators, unroll)
+
+
+def register_loops(kernel: TiledKernel) -> frozenset[str]:
+    """The iterators of ``kernel``'s register-tile loops: where an AST keeps them as
+    loops (:func:`kernel_ast`), the code generator has nvcc unroll them completely."""
+    return frozenset(kernel.local_names[k] for k in kernel.unroll_dims)
+
+
+def _plain_loops(node: isl.AstNode, names: frozenset[str], inside: bool) -> bool:
+    """Whether every loop of ``node`` over ``names`` runs from one constant to another
+    and holds no guard (``inside``: ``node`` is in such a loop): nvcc unrolls those
+    completely, as isl would, with every register index a constant."""
+    t = node.get_type()
+    if t == isl.ast_node_type.block:
+        children = node.block_get_children()
+        return all(_plain_loops(children.get_at(k), names, inside)
+                   for k in range(children.n_ast_node()))
+    if t == isl.ast_node_type.for_:
+        mine = node.for_get_iterator().get_id().get_name() in names
+        if mine and not (_constant(node.for_get_init()) and _constant_bound(node)):
+            return False
+        return _plain_loops(node.for_get_body(), names, inside or mine)
+    if t == isl.ast_node_type.if_:
+        return not inside and _plain_loops(node.if_get_then_node(), names, inside) and (
+            not node.if_has_else_node()
+            or _plain_loops(node.if_get_else_node(), names, inside))
+    if t == isl.ast_node_type.mark:
+        return _plain_loops(node.mark_get_node(), names, inside)
+    return True
+
+
+def _constant(e: isl.AstExpr) -> bool:
+    return e.get_type() == isl.ast_expr_type.int
+
+
+def _constant_bound(loop: isl.AstNode) -> bool:
+    """Whether ``loop``'s condition compares its iterator with a constant."""
+    cond = loop.for_get_cond()
+    return cond.get_type() == isl.ast_expr_type.op and cond.get_op_n_arg() == 2 and \
+        cond.get_op_arg(0).get_type() == isl.ast_expr_type.id and _constant(cond.get_op_arg(1))
 
 
 @lru_cache(maxsize=512)

@@ -84,6 +84,10 @@ class TiledKernel:
     double_buffer: bool = False  # two shared buffers per staged array, in turn
     atomic: tuple[str, ...] = ()  # statements combining their updates atomically
     warp_uniform: tuple[str, ...] = ()  # ... whose target does not move along x
+    # the block ids this kernel's code is generated for (a parameter set over the
+    # region's parameters and ``block_names``); None: every block of the grid
+    # (codegen/full_tiles.py generates whole and partial tiles apart)
+    blocks: isl.Set | None = None
 
     @property
     def n_threads(self) -> int:

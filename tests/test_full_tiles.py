@@ -1,0 +1,90 @@
+"""Full/partial tile separation (``codegen/full_tiles.py``): where tiles do not divide
+the extents, whole tiles run a body without guards, with the register tile left as
+loops nvcc unrolls; the other blocks run the guarded body.  Both halves are checked
+against the original nest on the emulator, at sizes with whole and partial blocks."""
+
+from __future__ import annotations
+
+import islpy as isl
+import pytest
+
+from polygpu.codegen.full_tiles import whole_blocks
+from polygpu.pipeline import compile_region, compile_variant, prepare
+from polygpu.runtime.check import check_program
+from polygpu.schedule.tiling import tile
+from polygpu.schedule.variant import Variant
+
+SPLIT = "whole tiles without guards"
+MM_8X8 = Variant(tile=(128, 128), threads=(16, 16), jam=True, time_tile=8, unroll=8,
+                 chunk=4, prefetch=True, specialize=True)
+
+
+def _bodies(source: str, condition: str) -> tuple[str, str]:
+    """The kernel's whole-tile and partial-tile bodies (split at its ``else``)."""
+    head = f"  if ({condition})\n"
+    assert head in source
+    rest = source.split(head, 1)[1]
+    full, partial = rest.split("\n  else\n", 1)
+    return full, partial
+
+
+def test_whole_tiles_of_a_specialized_mm_have_no_guards():
+    """n = 2000 under 128 x 128 tiles: blocks 0..14 along each axis are whole, and run
+    without one guard on n (1999), with the 8 x 8 register tile as loops of constant
+    bounds and the staged copies as 16-byte loads; block 15 runs the guarded body."""
+    compiled = compile_region("kernels/mm.c", variant=MM_8X8, params={"n": 2000})
+    source = compiled.program.source
+    assert f"// kernel 0: {SPLIT} where bx <= 14 && by <= 14" in source
+    full, partial = _bodies(source, "bx <= 14 && by <= 14")
+    assert "1999" not in full and "1999" in partial
+    assert "#pragma unroll\n          for (int ry = 0; ry <= 7; ry += 1)" in full
+    assert "float4" in full and "float4" not in partial
+    assert full.count("__syncthreads();") == partial.count("__syncthreads();") > 0
+
+
+def test_tiles_that_divide_the_extents_give_one_body():
+    compiled = compile_region("kernels/mm.c", variant=MM_8X8, params={"n": 2048})
+    assert SPLIT not in compiled.program.source
+
+
+def test_whole_blocks_are_those_whose_tile_ends_inside_the_extent():
+    """The literal set for a parametric mm under 64 x 32 tiles (x: columns j, 64 wide)."""
+    variant = Variant(tile=(32, 64), threads=(8, 16))
+    prepared = prepare("kernels/mm.c")
+    candidate = prepared.candidates[0]
+    (kernel,) = tile(prepared.analysis.scop, prepared.analysis.dependences, candidate,
+                     variant)
+    whole = whole_blocks(prepared.analysis.scop, kernel)
+    want = isl.Set("[n, bx, by] -> { : bx >= 0 and by >= 0 and 64bx <= n - 64 "
+                   "and 32by <= n - 32 }")
+    assert whole.is_equal(want.align_params(whole.get_space()))
+
+
+# sizes with whole and partial blocks along every mapped dimension
+CASES = [
+    ("kernels/mm.c", {"n": 150}, Variant(tile=(64, 64), threads=(16, 16), jam=True,
+                                         time_tile=8, unroll=4, chunk=4, prefetch=True),
+     False),
+    ("kernels/mm.c", {"n": 150}, Variant(tile=(64, 64), threads=(16, 16), jam=True,
+                                         time_tile=8, unroll=4, chunk=4, prefetch=True,
+                                         specialize=True), True),
+    ("kernels/polybench/gemm.c", {"ni": 70, "nj": 90, "nk": 50},
+     Variant(tile=(32, 32), threads=(8, 16), jam=True, time_tile=16, chunk=2,
+             specialize=True), True),
+    ("kernels/syrk.c", {"n": 75, "m": 41}, Variant(tile=(32, 32), threads=(8, 8), jam=True),
+     False),
+    ("kernels/lu.c", {"n": 75}, Variant(tile=(16, 32), threads=(8, 16), jam=True), False),
+    ("kernels/heat3d.c", {"tsteps": 2, "n": 21},
+     Variant(tile=(4, 4, 16), threads=(2, 4, 8), jam=True), False),
+]
+
+
+@pytest.mark.parametrize(("spec", "sizes", "variant", "specialized"), CASES,
+                         ids=["mm", "mm-specialized", "gemm-specialized", "syrk-triangle",
+                              "lu-host-steps", "heat3d-3d"])
+def test_split_programs_pass_the_cpu_check(spec, sizes, variant, specialized):
+    prepared = prepare(spec, params=sizes if specialized else None)
+    compiled = compile_variant(prepared, variant, sizes if specialized else None)
+    assert SPLIT in compiled.program.source
+    result = check_program(compiled.program, compiled.source_scop, spec, sizes, seed=11)
+    assert result.ok, result.message

@@ -1,0 +1,32 @@
+# GPU calls of 2026-11-27 (seventh session): whole tiles without guards (codegen/full_tiles.py)
+# against the code before it (de7cae7, unpacked from .whl/base_de7cae7.tgz), same GPU, same run
+[ -n "${PG_INSTALLED:-}" ] || bash .whl/install.sh >/dev/null 2>&1; export PYTHONPATH=/tmp/site:$PWD PG_INSTALLED=1
+HERE=$PWD
+pin() { c="taskset -c $((16*$1))-$((16*$1+15))"; command -v taskset >/dev/null && echo $c; }
+base() { mkdir -p /tmp/base && tar xzf .whl/base_de7cae7.tgz -C /tmp/base; }
+# probe FILE NAME VARIANTS PARAMS...: the variants with this tree, then with the base tree
+probe() { f=$1; name=$2; v=$3; shift 3
+  timeout ${LIMIT:-250} python tuning/variant_probe.py $f "$@" --variants $v --repeats 10 -o $OUT/probe_${name}_new.json 2>&1 | grep -v "^ " | cut -c1-220
+  (cd /tmp/base && PYTHONPATH=/tmp/site:/tmp/base timeout ${LIMIT:-250} python tuning/variant_probe.py $f "$@" --variants $HERE/$v --repeats 10 -o $OUT/probe_${name}_base.json 2>&1 | grep -v "^ " | cut -c1-220); }
+case "$1" in
+probes)  # three probes on three GPUs, all-pairs tuned on the fourth
+  base
+  (export CUDA_VISIBLE_DEVICES=0; probe kernels/mm.c mm_2000 tuning/probe_variants_full_tiles_mm.json -p n=2000 > $OUT/log0.txt 2>&1) &
+  (export CUDA_VISIBLE_DEVICES=1; probe kernels/polybench/gemm.c gemm_xl tuning/probe_variants_full_tiles_gemm.json -p ni=2000 -p nj=2300 -p nk=2600 > $OUT/log1.txt 2>&1) &
+  (export CUDA_VISIBLE_DEVICES=2; probe kernels/allpairs/l1dist.c l1dist_2000 tuning/probe_variants_allpairs.json -p n1=2000 -p n2=2000 -p d=5419 > $OUT/log2.txt 2>&1) &
+  (export CUDA_VISIBLE_DEVICES=3; mkdir -p $OUT/a; timeout 540 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --tune 8 --out $OUT/a > $OUT/log3.txt 2>&1) &
+  wait; for i in 0 1 2 3; do echo "== lane $i"; cat $OUT/log$i.txt | tail -40; done; cat $OUT/a/allpairs.md 2>/dev/null | grep "^| [0-9]"
+  tar czf $OUT/probes.tgz -C $OUT a log0.txt log1.txt log2.txt log3.txt; rm -rf $OUT/a $OUT/log*.txt ;;
+shards)  # tuning/polybench.py (default and tuned, budget $TUNE) over 4 GPUs, then merged
+  shift; i=0
+  for s in "$@"; do
+    mkdir -p $OUT/s$i
+    (CUDA_VISIBLE_DEVICES=$i $(pin $i) timeout ${LIMIT:-570} python tuning/polybench.py --repeats 5 ${TUNE:+--tune $TUNE} --out $OUT/s$i $(for k in ${s//,/ }; do echo --kernel $k; done) > $OUT/s$i/log.txt 2>&1) &
+    i=$((i+1))
+  done; wait
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')
+  mkdir -p $OUT/r; cp tuning/results/$gpu/polybench.json $OUT/r/ 2>/dev/null
+  python tuning/polybench.py --merge $OUT/s*/polybench.json --keep --out $OUT/r | tail -32
+  for d in $OUT/s*; do echo "== $d"; cat $d/log.txt; done > $OUT/r/shard_logs.txt; rm -rf $OUT/s*
+  grep -hE "tuned:|error|^[a-z_0-9]+ [.][.][.]" $OUT/r/shard_logs.txt | head -60 ;;
+esac
