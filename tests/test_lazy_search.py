@@ -469,9 +469,8 @@ def test_a_program_measured_far_behind_costs_one_measurement():
         return 2000.0 if V.from_json(job.key).candidate == 1 else 1.0 + 0.01 * k
 
     runner = SyntheticRunner(launch_ms)
-    # (a budget of 12: the walk reaches the second schedule after 10 of the first)
     result = tune(str(ROOT / "kernels" / "polybench" / "syrk.c"), {"n": 2600, "m": 2000},
-                  runner, options=TuneOptions(budget=12, jobs=1), oracle=FixedResources())
+                  runner, options=TuneOptions(budget=10, jobs=1), oracle=FixedResources())
     slow = [k for k in runner.calls if V.from_json(k).candidate == 1]
     assert len(slow) == 1, runner.calls
     assert any(c.stage == "pruned-measured" and c.variant.candidate == 1
@@ -497,7 +496,7 @@ def test_a_check_given_up_at_full_size_prunes_its_program():
 
     runner = AtFullSize(launch_ms)
     result = tune(str(ROOT / "kernels" / "polybench" / "syrk.c"), {"n": 2600, "m": 2000},
-                  runner, options=TuneOptions(budget=12, jobs=1), oracle=FixedResources())
+                  runner, options=TuneOptions(budget=10, jobs=1), oracle=FixedResources())
     slow = [c for c in result.candidates if c.variant.candidate == 1
             and c.measurement is not None]
     assert len(slow) == 1 and slow[0].measurement.status == "slow"

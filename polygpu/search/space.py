@@ -9,8 +9,8 @@ A point is a :class:`~polygpu.schedule.tiling.Variant`.  The space is the produc
 * register-tile factors per dimension (points per thread, unroll-and-jam when > 1), so
   the block tile is ``threads * factor`` (at most ``max_points`` points, and for 4-byte
   elements the ``wide_factors`` tiles beyond it); tiles must divide the work among
-  blocks and threads evenly or nearly (at most ``MAX_IDLE`` of the slots idle), unless
-  no tile does;
+  blocks and threads evenly -- or nearly (at most ``MAX_IDLE`` of the slots idle) where
+  some tile divides it -- unless no tile does;
 * the time tile (second tiling level, bounds the shared footprint) where the kernel has
   a time loop; unroll factors; shared memory on/off; cyclic or blocked points;
 * for register tiles: runs of ``chunks`` points per thread instead of single points
@@ -202,23 +202,25 @@ def _thread_shapes(n: int, total: int, options: SpaceOptions) -> list[tuple[int,
     return result
 
 
-# a tile that does not divide its extent leaves slots of the last blocks idle; up to
-# this fraction of the grid's slots along a dimension it stays in the space (2000 under
-# tiles of 128: 2.3 %).  The code generator runs whole tiles without guards
-# (codegen/full_tiles.py), so such a tile costs its idle slots and a second copy of the
-# body, no longer a guard per register-tile point: at sizes like PolyBench's 2000 x
-# 2300 x 2600 almost no register tile divides every extent.
+# a tile that does not divide its extent leaves slots of the last blocks idle; where
+# some tiles divide the extents, those leaving up to this fraction of the grid's slots
+# along a dimension idle join them (2000 under tiles of 128: 2.3 %; all-pairs at
+# n = 2000 tuned 2.81 -> 2.34 ms on the H100 with them and full_tiles).  The code
+# generator runs whole tiles without guards (codegen/full_tiles.py), so such a tile
+# costs its idle slots and a second copy of the body, no longer a guard per
+# register-tile point.
 MAX_IDLE = 1 / 8
 
 
-def _tiles_ok(tile_: tuple[int, ...], extents: tuple[int, ...]) -> bool:
-    """Whether ``tile_`` fits ``extents`` and divides them, or nearly (``MAX_IDLE``)."""
-    return all(t <= e and (-e) % t <= MAX_IDLE * (e + (-e) % t)
+def _tiles_ok(tile_: tuple[int, ...], extents: tuple[int, ...], idle: float = 0.0) -> bool:
+    """Whether ``tile_`` fits ``extents`` and divides them, or leaves at most ``idle`` of
+    the slots along each dimension idle."""
+    return all(t <= e and (-e) % t <= idle * (e + (-e) % t)
                for t, e in zip(tile_, extents, strict=True))
 
 
 def _structures(n, totals, extents, options: SpaceOptions, even: bool,
-                max_points: int, wide: bool = False) -> list[tuple]:
+                max_points: int, wide: bool = False, idle: float = 0.0) -> list[tuple]:
     """(threads, factors, tile) of every block shape, filtered by the extents; with
     ``wide``, also the ``wide_factors`` register tiles."""
     wides = [(1,) * (n - 2) + f for f in options.wide_factors] if wide and n >= 2 else []
@@ -229,7 +231,7 @@ def _structures(n, totals, extents, options: SpaceOptions, even: bool,
                 if math.prod(factors) > max_points and factors not in wides:
                     continue
                 tile_ = tuple(t * f for t, f in zip(threads, factors, strict=True))
-                if even and _tiles_ok(tile_, extents) or not even and all(
+                if even and _tiles_ok(tile_, extents, idle) or not even and all(
                         t <= max(e, 32) for t, e in zip(tile_, extents, strict=True)):
                     result.append((threads, factors, tile_))
     return result
@@ -264,10 +266,12 @@ def variants(shape: Shape, options: SpaceOptions) -> list[Variant]:
     while totals and not _structures(n, totals, extents, options, False, points) \
             and min(totals) > 32:
         totals.append(min(totals) // 2)
-    # tiles that divide the work (nearly) evenly; if none does (odd sizes), all that fit
+    # tiles that divide the work evenly, and with them those that nearly do (MAX_IDLE);
+    # if none divides (odd sizes, PolyBench's 2000 x 2600), all that fit
     wide = not shape.reduction_dims and shape.element_bytes == 4
-    even = _structures(n, totals, extents, options, True, points, wide) or _structures(
-        n, totals, extents, options, False, points, wide)
+    even = _structures(n, totals, extents, options, True, points, wide)
+    even = _structures(n, totals, extents, options, True, points, wide, MAX_IDLE) \
+        if even else _structures(n, totals, extents, options, False, points, wide)
     time_tiles = options.time_tiles if shape.has_time_loop else (0,)
     structures = [(t, f, tl, any(x > 1 for x in f)) for t, f, tl in even]
     structures += _reduction_structures(shape, n, totals, extents, options)
