@@ -325,17 +325,24 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         if dynamic:
             body.append(cgen.Line(
                 f"extern __shared__ __align__(16) unsigned char {staging.DYNAMIC}[];"))
-        body += staging.declarations(buffers, dynamic)
         halves = full_tiles.split(scop, kernel, lambda text: index_text(text, index64))
+        # split: the register buffers are the halves' own (declared in their functions)
+        body += staging.declarations([b for b in buffers if halves is None
+                                      or b.space == "shared"], dynamic)
         if halves is None:
             body += _work(scop, kernel, buffers, views, ref_views, constants, printer,
                           index64)
         else:
             parts.append(f"// kernel {kernel.index}: whole tiles without guards where "
                          f"{halves.condition}, partial tiles apart")
-            body.append(cgen.If(halves.condition, *(cgen.Block(_work(
-                scop, k, buffers, views, ref_views, constants, printer, index64))
-                for k in (halves.full, halves.partial))))
+            calls = []
+            for half, k in (("whole", halves.full), ("partial", halves.partial)):
+                code, call = _half_function(
+                    scop, kernel, f"{name}_{half}", args, buffers, itype,
+                    _work(scop, k, buffers, views, ref_views, constants, printer, index64))
+                parts.append(code)
+                calls.append(call)
+            body.append(cgen.If(halves.condition, *calls))
         if fold:
             body = _folded_loop(kernel, grid, body, values)
         if device_steps:
@@ -389,6 +396,29 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         index_bounds=() if values is not None or index64 else bounds,
         fast_math=fast_math,
     )
+
+
+def _half_function(scop: Scop, kernel: TiledKernel, name: str, args, buffers, itype: str,
+                   work: list) -> tuple[str, cgen.Line]:
+    """One half of a split kernel (codegen/full_tiles.py) as a ``__noinline__`` device
+    function, and the line that calls it: the kernel's arguments, block and thread ids
+    and shared buffers in, its register buffers its own.  Why a function: ptxas
+    allocates registers for the whole kernel, and with both halves inline it needed
+    more than either alone (all-pairs L1, 128 x 128 tiles: 214 registers against 128
+    for each half; the same 128 as functions, shared loads kept as ``ld.shared``)."""
+    shared = [b for b in buffers if b.space == "shared"]
+    ids = [(itype, b) for b in kernel.block_names] + [("int", t) for t in kernel.thread_names]
+    if shared:
+        ids.append(("int", staging.TID))
+    params = _parameter_list(scop, args) + [cgen.Value(f"const {t}", n) for t, n in ids] \
+        + staging.buffer_parameters(shared)
+    names = [a.name for a in args] + list(scop.host) + [n for _, n in ids] \
+        + [b.name for b in shared]
+    registers = staging.declarations([b for b in buffers if b.space == "register"], False)
+    code = cgen.FunctionBody(
+        cgen.FunctionDeclaration(cgen.Value("__device__ __noinline__ void", name), params),
+        cgen.Block(registers + work))
+    return str(code), cgen.Line(f"{name}({', '.join(names)});")
 
 
 def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,

@@ -8,9 +8,11 @@ Every block but the last along each dimension runs a whole tile, so the kernel b
 generated twice: once for the blocks whose tile lies inside every mapped dimension's
 extent (the AST build knows it, and isl drops the guards), once for the others, and
 
-    if (<this block's tile is whole>) { ...whole tiles... } else { ...the rest... }
+    if (<this block's tile is whole>) KERNEL_whole(...); else KERNEL_partial(...);
 
-chooses at run time.  The condition reads block ids, parameters and host iterators
+chooses at run time (the halves are ``__noinline__`` device functions: ptxas allocates
+registers per function, and inline the two needed more than either: codegen/cuda.py
+``_half_function``).  The condition reads block ids, parameters and host iterators
 only, so every thread of a block takes the same branch (barriers inside are safe).
 
 Nothing about the schedule changes: both bodies are isl's AST of the same proven

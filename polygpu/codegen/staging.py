@@ -97,6 +97,18 @@ def declarations(buffers: list[Buffer], dynamic: bool) -> list:
     return out
 
 
+def buffer_parameters(buffers: list[Buffer]) -> list:
+    """Shared ``buffers`` as parameters of a device function: pointers to their rows
+    (a static array and a carved dynamic one alike)."""
+    out = []
+    for b in buffers:
+        ctype = ir.DTYPES[b.dtype][0]
+        extents = ((b.stages,) if b.stages > 1 else ()) + b.row_extents
+        inner = "".join(f"[{e}]" for e in extents[1:])
+        out.append(cgen.Value(ctype, f"(*{b.name}){inner}"))
+    return out
+
+
 def dynamic_bytes(buffers: list[Buffer]) -> int:
     return sum(-(-b.bytes // 16) * 16 for b in buffers if b.space == "shared")
 

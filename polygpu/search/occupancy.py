@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from polygpu.errors import PolygpuError
@@ -103,6 +103,7 @@ def occupancy(threads_per_block: int, registers: int, shared_bytes: int,
 
 
 _FUNCTION = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
+_PROPERTIES = re.compile(r"Function properties for (?P<name>\S+)")
 _FRAME = re.compile(r"(?P<stack>\d+) bytes stack frame, (?P<stores>\d+) bytes spill stores, "
                     r"(?P<loads>\d+) bytes spill loads")
 _USED = re.compile(r"Used (?P<regs>\d+) registers(?:, used (?P<bars>\d+) barriers)?"
@@ -111,24 +112,44 @@ _USED = re.compile(r"Used (?P<regs>\d+) registers(?:, used (?P<bars>\d+) barrier
 
 
 def parse_ptxas(report: str) -> dict[str, Resources]:
-    """Per kernel, the resources in ``ptxas -v`` output."""
+    """Per kernel, the resources in ``ptxas -v`` output.  A split kernel's halves
+    (``KERNEL_whole`` and ``KERNEL_partial``, ``__noinline__`` device functions:
+    codegen/full_tiles.py) are reported apart, after the kernel, and only with their
+    frames: their stack and spills count as the kernel's (its registers already cover
+    its calls)."""
     result: dict[str, Resources] = {}
     name = None
     frame = (0, 0, 0)
+    halves: list[tuple[str, tuple[int, int, int]]] = []
+    callee = None
     for line in report.splitlines():
         m = _FUNCTION.search(line)
         if m:
-            name, frame = m["name"], (0, 0, 0)
+            name, frame, callee = m["name"], (0, 0, 0), None
+            continue
+        m = _PROPERTIES.search(line)
+        if m and name is None:
+            callee = m["name"]
             continue
         m = _FRAME.search(line)
         if m and name:
             frame = (int(m["stack"]), int(m["stores"]), int(m["loads"]))
+            continue
+        if m and callee:
+            halves.append((callee, (int(m["stack"]), int(m["stores"]), int(m["loads"]))))
+            callee = None
             continue
         m = _USED.search(line)
         if m and name:
             result[name] = Resources(name, int(m["regs"]), int(m["smem"] or 0), frame[0],
                                      frame[1], frame[2], int(m["bars"] or 0))
             name = None
+    for callee, (stack, stores, loads) in halves:
+        for kernel, r in result.items():
+            if f"{kernel}_whole" in callee or f"{kernel}_partial" in callee:
+                result[kernel] = replace(r, stack=r.stack + stack,
+                                         spill_stores=r.spill_stores + stores,
+                                         spill_loads=r.spill_loads + loads)
     return result
 
 
