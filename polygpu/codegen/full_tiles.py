@@ -79,4 +79,3 @@ def split(scop: Scop, kernel: TiledKernel, index_text=lambda text: text) -> Tile
     # last column) and takes longer
     return TileSplit(condition=index_text(text), full=replace(kernel, blocks=whole),
                      partial=kernel)
-
