@@ -3,6 +3,7 @@ grids of any size (block dimensions beyond CUDA's 65535 folded onto grid x)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -70,7 +71,8 @@ def _nvcc(tmp_path, source: str) -> None:
 def test_small_specialized_kernel_keeps_32_bit_offsets(tmp_path):
     c = _compile(tmp_path, THIN, "thin", THIN_VARIANT, {"m": 3, "n": 1000, "k": 4})
     assert not c.program.index64 and c.program.index_bounds == ()
-    kernel = c.program.source.split("__global__ void")[-1]
+    kernel = re.split(r"__device__ __noinline__|__global__", c.program.source,
+                      maxsplit=1)[1]
     assert "long long" not in kernel and "pg_block" not in kernel
     assert "a[(by) * n + tx]" in kernel  # int arithmetic
 
@@ -172,8 +174,9 @@ def test_sizes_given_without_specializing_choose_the_index_width():
     large = compile_variant(prepared, Variant(), {"n": 46400}).program
     assert not small.index64 and small.index_bounds and not small.specialized
     assert large.index64 and large.index_bounds == () and not large.specialized
-    assert "long long" in large.source and "long long" not in small.source.split(
-        "__global__")[1]
+    # (the kernels and their split halves' device functions, not the helper preludes)
+    assert "long long" in large.source and "long long" not in re.split(
+        r"__device__ __noinline__|__global__", small.source, maxsplit=1)[1]
     large.check_parameters({"n": 46400})  # no refusal
     with pytest.raises(IndexWidthError):
         small.check_parameters({"n": 46400})
