@@ -23,16 +23,6 @@ probes2)  # syr2k and trmm (tuned slower on the H200 after adae48d) and mm at 20
   (export CUDA_VISIBLE_DEVICES=1; probe kernels/polybench/trmm.c trmm_xl tuning/probe_variants_full_tiles_trmm.json -p m=2000 -p n=2600 > $OUT/log1.txt 2>&1) &
   (export CUDA_VISIBLE_DEVICES=2; probe kernels/mm.c mm_2000 tuning/probe_variants_full_tiles_mm.json -p n=2000 > $OUT/log2.txt 2>&1) &
   wait; for i in 0 1 2; do echo "== lane $i"; grep -iE "error|fail" $OUT/log$i.txt | head -5; done ;;
-shards)  # tuning/polybench.py (default and tuned, budget $TUNE) over 4 GPUs, then merged
-  shift; i=0
-  for s in "$@"; do
-    mkdir -p $OUT/s$i
-    (CUDA_VISIBLE_DEVICES=$i $(pin $i) timeout ${LIMIT:-570} python tuning/polybench.py --repeats 5 ${TUNE:+--tune $TUNE} --out $OUT/s$i $(for k in ${s//,/ }; do echo --kernel $k; done) > $OUT/s$i/log.txt 2>&1) &
-    i=$((i+1))
-  done; wait
-  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '-')
-  mkdir -p $OUT/r; cp tuning/results/$gpu/polybench.json $OUT/r/ 2>/dev/null
-  python tuning/polybench.py --merge $OUT/s*/polybench.json --keep --out $OUT/r | tail -32
-  for d in $OUT/s*; do echo "== $d"; cat $d/log.txt; done > $OUT/r/shard_logs.txt; rm -rf $OUT/s*
-  grep -hE "tuned:|error|^[a-z_0-9]+ [.][.][.]" $OUT/r/shard_logs.txt | head -60 ;;
+shards)  # tuning/polybench.py over 4 GPUs, merged: the earlier session script's mode
+  shift; bash tuning/gpu_session_calls_2026-11-27.sh shards "$@" ;;
 esac
