@@ -2,7 +2,6 @@
 # against the code before it (de7cae7, unpacked from .whl/base_de7cae7.tgz), same GPU, same run
 [ -n "${PG_INSTALLED:-}" ] || bash .whl/install.sh >/dev/null 2>&1; export PYTHONPATH=/tmp/site:$PWD PG_INSTALLED=1
 HERE=$PWD
-pin() { c="taskset -c $((16*$1))-$((16*$1+15))"; command -v taskset >/dev/null && echo $c; }
 base() { mkdir -p /tmp/base && tar xzf .whl/base_de7cae7.tgz -C /tmp/base; }
 # probe FILE NAME VARIANTS PARAMS...: the variants with this tree, then with the base tree
 probe() { f=$1; name=$2; v=$3; shift 3
