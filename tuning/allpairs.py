@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import copy
 import datetime
 import itertools
 import json
@@ -119,7 +120,9 @@ def time_program(device, program, sizes, repeats: int) -> float:
 # --------------------------------------------------------------------------------------
 
 
-def time_torch(n1: int, n2: int, d: int, p: int, dtype: str) -> dict:
+def time_torch(n1: int, n2: int, d: int, p: int, dtype: str, same: bool = False) -> dict:
+    """torch.cdist's direct mode (and for p = 2 its matrix-product mode) on two random
+    point sets, or with ``same`` on one (``cdist(x, x)``: torch has no symmetric mode)."""
     torch = _torch()
     if torch is None:
         return {}
@@ -127,7 +130,7 @@ def time_torch(n1: int, n2: int, d: int, p: int, dtype: str) -> dict:
     t = getattr(torch, dtype)
     g = torch.Generator(device="cuda").manual_seed(7)
     x1 = torch.rand(n1, d, dtype=t, device="cuda", generator=g)
-    x2 = torch.rand(n2, d, dtype=t, device="cuda", generator=g)
+    x2 = x1 if same else torch.rand(n2, d, dtype=t, device="cuda", generator=g)
     out = {"torch": torch.__version__}
     out["direct_ms"] = _median_ms(torch, lambda: torch.cdist(
         x1, x2, p=float(p), compute_mode="donot_use_mm_for_euclid_dist"), **TORCH_TIMING)
@@ -148,19 +151,18 @@ def gemm_instructions_per_s(dtype: str) -> float | None:
 # --------------------------------------------------------------------------------------
 
 
-def run_config(n: int, d: int, p: int, dtype: str, args, device, rates: dict) -> dict:
-    spec, function, defines = kernel_of(p, dtype)
-    sizes = dict(SMALL) if args.small else {"n1": n, "n2": n, "d": d}
-    row = {"p": p, "dtype": dtype, "sizes": sizes, "kernel": Path(spec).name,
-           "defines": list(defines), "fast_math": args.fast_math}
-    started = time.time()
+def default_and_tuned(spec, function, defines, sizes, check_sizes, dtype, args,
+                      device) -> dict:
+    """The default plan (checked at ``check_sizes``, then timed at ``sizes``) and, with
+    ``--tune``, the tuned one: the ``default`` and ``tuned`` entries of a row."""
+    row = {}
     prepared = prepare(spec, function, defines=defines, params=sizes)
     choice = plan_model.choose(prepared, sizes)
     # what `polygpu compile -p` gives (with --fast-math: `compile -p --fast-math`)
     variant = replace(choice.variant, fast_math=args.fast_math)
     program = compile_variant(prepared, variant, sizes).program
     row["default"] = {"variant": variant.to_json()}
-    check = checked(spec, function, defines, variant, device, SMALL if args.small else CHECK)
+    check = checked(spec, function, defines, variant, device, check_sizes)
     row["default"]["check"] = check
     if check["ok"]:
         row["default"]["ms"] = time_program(device, program, sizes, args.repeats)
@@ -177,6 +179,17 @@ def run_config(n: int, d: int, p: int, dtype: str, args, device, rates: dict) ->
                             "ms": time_program(device, kernel.program, sizes, args.repeats)}
         except Exception as err:  # noqa: BLE001 -- recorded, the other rows go on
             row["tuned"] = {"error": str(err).splitlines()[0][:300]}
+    return row
+
+
+def run_config(n: int, d: int, p: int, dtype: str, args, device, rates: dict) -> dict:
+    spec, function, defines = kernel_of(p, dtype)
+    sizes = dict(SMALL) if args.small else {"n1": n, "n2": n, "d": d}
+    row = {"p": p, "dtype": dtype, "sizes": sizes, "kernel": Path(spec).name,
+           "defines": list(defines), "fast_math": args.fast_math}
+    started = time.time()
+    row.update(default_and_tuned(spec, function, defines, sizes,
+                                 SMALL if args.small else CHECK, dtype, args, device))
     if args.backend == "gpu" and not args.small:
         row["torch"] = time_torch(n, n, d, p, dtype)
     pair_dims = sizes["n1"] * sizes["n2"] * sizes["d"]
@@ -186,6 +199,79 @@ def run_config(n: int, d: int, p: int, dtype: str, args, device, rates: dict) ->
     row["seconds"] = round(time.time() - started, 1)
     print(summary(row), file=sys.stderr, flush=True)
     return row
+
+
+SELF = ROOT / "kernels" / "allpairs" / "l1self.c"
+
+
+def run_self(n: int, d: int, dtype: str, args, device, rates: dict) -> dict:
+    """The symmetric self-distance (``l1self.c``: one point set, pairs j <= i computed
+    once and mirrored) against the full ``l1dist.c`` on n x n pairs (its default plan)
+    and ``torch.cdist(x, x)`` direct, p = 1.  The triangle is half the pairs, so the
+    ratio to the full product shows how well the triangle's blocks are balanced."""
+    defines = DOUBLE if dtype == "float64" else ()
+    sizes = {"n": 37, "d": 101} if args.small else {"n": n, "d": d}
+    check_sizes = {"n": 37, "d": 101} if args.small else {"n": 101, "d": 203}
+    started = time.time()
+    row = {"p": 1, "dtype": dtype, "sizes": sizes, "kernel": SELF.name,
+           "defines": list(defines), "fast_math": args.fast_math}
+    row.update(default_and_tuned(str(SELF), "l1self", defines, sizes, check_sizes, dtype,
+                                 args, device))
+    spec, function, full_defines = kernel_of(1, dtype)
+    full_sizes = {"n1": sizes["n"], "n2": sizes["n"], "d": sizes["d"]}
+    full_check = SMALL if args.small else CHECK
+    no_tune = copy.copy(args)
+    no_tune.tune = 0
+    row["full"] = default_and_tuned(spec, function, full_defines, full_sizes, full_check,
+                                    dtype, no_tune, device)["default"]
+    if args.backend == "gpu" and not args.small:
+        row["torch"] = time_torch(n, n, d, 1, dtype, same=True)
+    rate = rates.get(dtype)
+    if rate:
+        pairs = sizes["n"] * (sizes["n"] + 1) // 2
+        row["issue_bound_ms"] = pairs * sizes["d"] * INSTRUCTIONS[1] / rate * 1e3
+    row["seconds"] = round(time.time() - started, 1)
+    print(summary({**row, "sizes": full_sizes}), file=sys.stderr, flush=True)
+    return row
+
+
+def self_markdown(data: dict) -> str:
+    lines = ["## Symmetric self-distance (p = 1): `l1self.c` against the full product",
+             "", "`l1self.c` computes each pair j <= i once and writes both D[i][j] and "
+             "D[j][i]; `full` is `l1dist.c` (every pair, default plan) at n1 = n2 = n; "
+             "torch is `cdist(x, x)` direct (no symmetric mode). Each program was "
+             "checked against its loop nest at odd sizes on the device first. Half the "
+             "pairs: `full / self` = 2 is a perfectly balanced triangle.", "",
+             "| dtype | n | d | self default ms | self tuned ms | tune s | full default ms "
+             "| full / self | torch direct ms | x direct (best) | issue bound ms | "
+             "of bound (best) |",
+             "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+
+    def f(x, digits=3):
+        return f"{x:.{digits}f}" if x is not None else ""
+
+    for r in data["self_rows"]:
+        s = r["sizes"]
+        default = r.get("default", {}).get("ms")
+        tuned = r.get("tuned", {}).get("ms")
+        full = r.get("full", {}).get("ms")
+        direct = r.get("torch", {}).get("direct_ms")
+        best = min((x for x in (default, tuned) if x is not None), default=None)
+        bound = r.get("issue_bound_ms")
+        lines.append(
+            f"| {r['dtype']} | {s['n']} | {s['d']} | {f(default)} | {f(tuned)} | "
+            f"{r.get('tuned', {}).get('tune_s', '')} | {f(full)} | "
+            f"{f(full / best if full and best else None, 2)} | {f(direct)} | "
+            f"{f(direct / best if direct and best else None, 2)} | {f(bound)} | "
+            f"{f(bound / best if bound and best else None, 2)} |")
+    for r in data["self_rows"]:
+        for key in ("default", "full"):
+            check = r.get(key, {}).get("check", {})
+            if not check.get("ok", True):
+                lines += ["", f"- {key} {r['dtype']} {r['sizes']}: {check['message']}"]
+        if "error" in r.get("tuned", {}):
+            lines += ["", f"- tuned {r['dtype']} {r['sizes']}: {r['tuned']['error']}"]
+    return "\n".join(lines) + "\n"
 
 
 def summary(row: dict) -> str:
@@ -207,12 +293,14 @@ def summary(row: dict) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def sweep_variants(cs, rs, ss, ds, fast_math: bool = False) -> list[tuple[dict, Variant]]:
+def sweep_variants(cs, rs, ss, ds, fast_math: bool = False,
+                   min_block: int = 32) -> list[tuple[dict, Variant]]:
     """The paper's decomposition as variants: threads r x c, tile (r s) x c, slices d';
-    no register tiles (``jam`` off: each thread's s rows one after another)."""
+    no register tiles (``jam`` off: each thread's s rows one after another).  Blocks of
+    ``min_block`` to 1024 threads."""
     out = []
     for c, r, s, dp in itertools.product(cs, rs, ss, ds):
-        if r * c > 1024 or r * c < 32:
+        if r * c > 1024 or r * c < min_block:
             continue
         out.append(({"c": c, "r": r, "s": s, "dp": dp},
                     Variant(tile=(r * s, c), threads=(r, c), time_tile=dp,
@@ -238,7 +326,7 @@ def run_sweep(args, device, rates: dict) -> dict:
     spec, function, defines = kernel_of(p, dtype)
     sizes = dict(SMALL) if args.small else {"n1": n, "n2": n, "d": d}
     _PREPARED = prepare(spec, function, defines=defines, params=sizes)
-    grid = sweep_variants(args.c, args.r, args.s, args.dp, args.fast_math)
+    grid = sweep_variants(args.c, args.r, args.s, args.dp, args.fast_math, args.min_block)
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     with concurrent.futures.ProcessPoolExecutor(
             args.jobs, mp_context=multiprocessing.get_context(method)) as pool:
@@ -359,10 +447,10 @@ REDUCED = dict(candidates=1, thread_totals=(256, 128), x_threads=(16, 32),
 def run_exhaustive(args) -> dict:
     """The model strategy (budget ``--tune``, default 8) against every variant of the
     reduced space (:data:`REDUCED`), both timed in full (no race) through the tuner, on
-    fp32 at the first ``--shape`` (default 2048 x 5419; ``--small``: the odd small sizes)
-    for ``--sweep-p``: where the model's pick lands among the exhaustive times (issue 20:
-    within 10 % of the best).  Not 2000 by default: the space keeps the tiles that divide
-    the extents when some do, and 2000 = 16 x 125 leaves 6 variants of this space."""
+    fp32 at the first ``--shape`` (default the paper's 2000 x 5419; ``--small``: the odd
+    small sizes) for ``--sweep-p``: where the model's pick lands among the exhaustive
+    times (issue 20: within 10 % of the best).  The space at 2000 holds tiles that do not
+    divide it (``space.MAX_IDLE``): 72 variants, as at 2048."""
     from polygpu.search.runner import ProcessRunner
     from polygpu.search.space import SpaceOptions
     from polygpu.search.tuner import TuneOptions, tune
@@ -370,7 +458,7 @@ def run_exhaustive(args) -> dict:
     p = args.sweep_p
     spec, function, defines = kernel_of(p, "float32")
     n, d = tuple(int(x) for x in args.shape[0].lower().split("x")) if args.shape \
-        else (2048, 5419)
+        else SHAPES[0]
     sizes = dict(SMALL) if args.small else {"n1": n, "n2": n, "d": d}
     space = SpaceOptions(**REDUCED, fast_math=args.fast_math)
     found = {}
@@ -455,6 +543,11 @@ def main(argv=None) -> int:
     p.add_argument("--dp", type=int, nargs="+", default=[16, 32, 64, 128],
                    help="sweep: slice widths d'")
     p.add_argument("--jobs", type=int, default=8, help="sweep: compile processes")
+    p.add_argument("--min-block", type=int, default=32,
+                   help="sweep: the fewest threads a block (the paper's grid goes below "
+                   "one warp: 1)")
+    p.add_argument("--self", action="store_true",
+                   help="the symmetric self-distance (l1self.c) against the full product")
     p.add_argument("--exhaustive", action="store_true",
                    help="the model strategy against every variant of a reduced space")
     p.add_argument("--plot", metavar="SWEEP_JSON",
@@ -486,6 +579,13 @@ def main(argv=None) -> int:
                 f"{e['model']['best_ms']} ms of {e['model']['timed']} timed, gap "
                 f"{e.get('gap', float('nan')):.1%}, rank {e.get('model_rank_in_exhaustive')}\n")
         name = f"allpairs_exhaustive_vs_model_p{e['p']}"
+    elif args.self:
+        shapes = [tuple(int(x) for x in s.lower().split("x")) for s in args.shape] \
+            or (SHAPES[:1] if args.small else SHAPES)
+        data["self_rows"] = [run_self(n, d, dtype, args, device, rates) for (n, d), dtype
+                             in itertools.product(shapes, args.dtype or ["float32"])]
+        text = self_markdown(data)
+        name = "allpairs_self"
     elif args.sweep:
         data["sweep"] = run_sweep(args, device, rates)
         text = sweep_markdown(data["sweep"])

@@ -1,0 +1,29 @@
+# GPU calls of 2026-11-27 (eighth session): issue 20's remaining measurements -- the sweep
+# down to blocks under one warp, the model against the exhaustive space, the symmetric
+# self-distance, tuned rows at HEAD; and the __noinline__ halves (bc6bc64) against the
+# inline ones before them (adaa556, unpacked from .whl/base_adaa556.tgz), same GPU, same run
+[ -n "${PG_INSTALLED:-}" ] || bash .whl/install.sh >/dev/null 2>&1; export PYTHONPATH=/tmp/site:$PWD PG_INSTALLED=1
+HERE=$PWD
+base() { mkdir -p /tmp/base && tar xzf .whl/base_adaa556.tgz -C /tmp/base; }
+# probe FILE NAME VARIANTS PARAMS...: the variants with this tree, then with the base tree
+probe() { f=$1; name=$2; v=$3; shift 3
+  timeout ${LIMIT:-200} python tuning/variant_probe.py $f "$@" --variants $v --repeats 10 -o $OUT/probe_${name}_new.json 2>&1 | grep -v "^ " | cut -c1-220
+  (cd /tmp/base && PYTHONPATH=/tmp/site:/tmp/base timeout ${LIMIT:-200} python tuning/variant_probe.py $f "$@" --variants $HERE/$v --repeats 10 -o $OUT/probe_${name}_base.json 2>&1 | grep -v "^ " | cut -c1-220); }
+lane() { i=$1; shift; pin="taskset -c $((16*i))-$((16*i+15))"; command -v taskset >/dev/null || pin=""
+  CUDA_VISIBLE_DEVICES=$i $pin "$@"; }
+case "$1" in
+sweep)  # GPU 0: the sweep with blocks from 4 threads; GPU 1: the model against the exhaustive space
+  mkdir -p $OUT/s $OUT/e
+  (lane 0 timeout 580 python tuning/allpairs.py --sweep --c 4 8 16 32 64 --r 1 4 8 --s 1 2 4 8 --dp 32 64 --min-block 4 --jobs 16 --out $OUT/s > $OUT/log0.txt 2>&1) &
+  (lane 1 timeout 580 python tuning/allpairs.py --exhaustive --tune 8 --out $OUT/e > $OUT/log1.txt 2>&1) &
+  wait; tail -3 $OUT/log0.txt $OUT/log1.txt; head -8 $OUT/s/*.md; cat $OUT/e/*.md
+  tar czf $OUT/sweep.tgz -C $OUT s e log0.txt log1.txt; rm -rf $OUT/s $OUT/e $OUT/log*.txt ;;
+tuned)  # GPU 0: self-distance, then l2dist and l1dist probes new vs base; GPU 1: fp32 rows tuned (budget 12)
+  base; mkdir -p $OUT/t $OUT/self; sz="-p n1=2000 -p n2=2000 -p d=5419"; V=tuning/probe_variants_allpairs.json
+  (lane 0 timeout 200 python tuning/allpairs.py --self --shape 2000x5419 --tune 8 --out $OUT/self > $OUT/log0.txt 2>&1
+   export CUDA_VISIBLE_DEVICES=0; probe kernels/allpairs/l2dist.c l2dist_2000 $V $sz >> $OUT/log0.txt 2>&1) &
+  (lane 1 timeout 580 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --tune 12 --out $OUT/t > $OUT/log1.txt 2>&1) &
+  wait; tail -25 $OUT/log0.txt; tail -4 $OUT/log1.txt; cat $OUT/self/*.md | grep "^| f"; grep "^| [0-9]" $OUT/t/*.md
+  tar czf $OUT/tuned.tgz -C $OUT t self log0.txt log1.txt probe_l2dist_2000_new.json probe_l2dist_2000_base.json
+  rm -rf $OUT/t $OUT/self $OUT/log*.txt $OUT/probe_* ;;
+esac
