@@ -26,4 +26,13 @@ tuned)  # GPU 0: self-distance, then l2dist and l1dist probes new vs base; GPU 1
   wait; tail -25 $OUT/log0.txt; tail -4 $OUT/log1.txt; cat $OUT/self/*.md | grep "^| f"; grep "^| [0-9]" $OUT/t/*.md
   tar czf $OUT/tuned.tgz -C $OUT t self log0.txt log1.txt probe_l2dist_2000_new.json probe_l2dist_2000_base.json
   rm -rf $OUT/t $OUT/self $OUT/log*.txt $OUT/probe_* ;;
+partial)  # the partial halves' register loops left to nvcc: mm 2000 new vs base, tune times
+  base; mkdir -p $OUT/t
+  (export CUDA_VISIBLE_DEVICES=0; LIMIT=150 probe kernels/mm.c mm_2000 tuning/probe_variants_full_tiles_mm.json -p n=2000 > $OUT/log0.txt 2>&1
+   LIMIT=170 lane 0 bash tuning/gpu_session_calls_2026-11-27.sh tune syr2k >> $OUT/log0.txt 2>&1) &
+  (LIMIT=170 lane 1 bash tuning/gpu_session_calls_2026-11-27.sh tune mm3 > $OUT/log1.txt 2>&1
+   lane 1 timeout 240 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --p 2 --tune 12 --out $OUT/t >> $OUT/log1.txt 2>&1) &
+  wait; cat $OUT/log0.txt | cut -c1-250 | tail -40; cat $OUT/log1.txt | cut -c1-250 | tail -30
+  tar czf $OUT/partial.tgz -C $OUT t log0.txt log1.txt $(cd $OUT && ls probe_*.json tune_profile_*.txt 2>/dev/null)
+  rm -rf $OUT/t $OUT/log*.txt $OUT/probe_* $OUT/tune_* ;;
 esac
