@@ -106,6 +106,7 @@ def optimize(
     tune: bool = False,
     strategy: str = "model",
     budget: int | None = None,
+    time_limit: float | None = None,
     database: Any = None,
     backend: str | Device = "auto",
     device: int | Device = 0,
@@ -125,8 +126,9 @@ def optimize(
     called with (others get the plan's parametric twin, compiled on first use).
 
     ``variant``: a :class:`Variant`, its JSON object (dict) or text; overrides tuning.
-    ``tune``: search the variants at ``params`` now (``strategy``, ``budget`` as in
-    :class:`~polygpu.search.tuner.TuneOptions`), measuring on the resolved backend.
+    ``tune``: search the variants at ``params`` now (``strategy``, ``budget`` and
+    ``time_limit``, seconds, as in :class:`~polygpu.search.tuner.TuneOptions`), measuring
+    on the resolved backend.
     ``database``: a :class:`~polygpu.search.database.TuningDatabase`, a path, None for
     the default file (:func:`~polygpu.search.database.default_path`), or False for none.
     A lookup never creates a missing file; tuning records into it.
@@ -168,7 +170,7 @@ def optimize(
                                f"({why}); pass backend='cpu' to tune on the CPU "
                                "emulator (for tests only: its times say nothing about a GPU)")
         tuning = _tune(spec, function, params, resolved, strategy, budget, database, defines,
-                       include_dirs, getattr(target, "index", 0), fast_math)
+                       include_dirs, getattr(target, "index", 0), fast_math, time_limit)
         best = tuning.best
         if best is None:
             counts = ", ".join(f"{n} {stage}" for stage, n in sorted(tuning.counts().items()))
@@ -237,13 +239,13 @@ def _variant(variant: Variant | Mapping | str) -> Variant:
 
 
 def _tune(spec, function, params, backend, strategy, budget, database, defines,
-          include_dirs, index=0, fast_math=False):
+          include_dirs, index=0, fast_math=False, time_limit=None):
     from polygpu.search import tuner
     from polygpu.search.runner import ProcessRunner
     from polygpu.search.space import SpaceOptions
 
     options = tuner.TuneOptions(strategy=strategy, budget=budget, defines=defines,
-                                include_dirs=include_dirs,
+                                include_dirs=include_dirs, time_limit_s=time_limit,
                                 space=SpaceOptions(fast_math=fast_math))
     db, owned = _open_database(database, create=True)
     try:

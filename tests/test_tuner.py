@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from polygpu.cli import main
+from polygpu.errors import PolygpuError
 from polygpu.schedule.variant import Variant
 from polygpu.search import resources, tuner
 from polygpu.search.database import TuningDatabase
@@ -185,6 +186,47 @@ def test_random_strategy_is_seeded_and_budgeted():
     assert len(a.calls) == 4 and a.calls == b.calls and a.calls != c.calls
     assert sum(1 for x in ra.candidates if x.stage == "budget") > 0
     assert ra.best.key == min(a.calls, key=fake_time)
+
+
+@pytest.mark.parametrize("strategy", ["model", "exhaustive"])
+def test_a_time_limit_stops_the_timing_once_it_has_passed(monkeypatch, strategy):
+    """Each measurement takes 10 s of a fake clock: under a limit of 25 s the third is
+    the last one started in time, and what the search kept beyond it says why it was
+    not timed."""
+    clock = [0.0]
+    monkeypatch.setattr(tuner.time, "monotonic", lambda: clock[0])
+
+    class Slow(FakeRunner):
+        def measure(self, job):
+            clock[0] += 10.0
+            return super().measure(job)
+
+    runner = Slow()
+    result = _tune(runner, strategy=strategy, time_limit_s=25.0)
+    assert len(runner.calls) == 3
+    stopped = [c for c in result.candidates if c.stage == "budget"]
+    assert stopped and {c.reason for c in stopped} == {
+        "the time limit of 25 s was reached"}
+    assert result.best.key == min(runner.calls, key=fake_time)
+
+
+def test_a_time_limit_never_leaves_a_search_without_a_result(monkeypatch):
+    """A limit that has passed before anything was timed still times one candidate."""
+    clock = [1000.0]
+    monkeypatch.setattr(tuner.time, "monotonic", lambda: clock.append(clock[-1] + 500.0)
+                        or clock[-1])
+    runner = FakeRunner()
+    result = _tune(runner, strategy="exhaustive", time_limit_s=1.0)
+    assert len(runner.calls) == 1 and result.best is not None
+
+
+def test_a_time_limit_must_be_positive(capsys):
+    with pytest.raises(PolygpuError, match="--time-limit must be more than 0"):
+        TuneOptions(time_limit_s=0.0)
+    with pytest.raises(SystemExit) as exited:
+        main(["tune", MV, "-p", "n=256", "-o", "/nonexistent/out", "--time-limit", "0"])
+    assert exited.value.code == 2
+    assert "--time-limit: 0: must be a number greater than 0" in capsys.readouterr().err
 
 
 def test_a_wrong_candidate_never_wins(exhaustive):

@@ -35,4 +35,10 @@ partial)  # the partial halves' register loops left to nvcc: mm 2000 new vs base
   wait; cat $OUT/log0.txt | cut -c1-250 | tail -40; cat $OUT/log1.txt | cut -c1-250 | tail -30
   tar czf $OUT/partial.tgz -C $OUT t log0.txt log1.txt $(cd $OUT && ls probe_*.json tune_profile_*.txt 2>/dev/null)
   rm -rf $OUT/t $OUT/log*.txt $OUT/probe_* $OUT/tune_* ;;
+limit)  # tune with budget 10 under a time limit of 55 s (TuneOptions.time_limit_s), two kernels a GPU
+  one() { k=$1; args=$(python3 -c "import json;e=json.load(open('kernels/catalog.json'))['polybench/$k.c'];print(' '.join(f'-p {a}={b}' for a,b in e['gpu'].items()))")
+    timeout 150 python tuning/tune_profile.py kernels/polybench/$k.c $args --budget 10 --time-limit 55 --top 20 -o $OUT/tune_profile_limit_$k.txt > /dev/null 2>&1; head -2 $OUT/tune_profile_limit_$k.txt | cut -c1-400; }
+  (export CUDA_VISIBLE_DEVICES=0; one mm3; one floyd_warshall) > $OUT/log0.txt 2>&1 &
+  (export CUDA_VISIBLE_DEVICES=1; one syr2k; one trmm) > $OUT/log1.txt 2>&1 &
+  wait; cat $OUT/log0.txt $OUT/log1.txt; rm $OUT/log*.txt ;;
 esac

@@ -27,6 +27,8 @@ def main(argv=None) -> int:
     p.add_argument("--budget", type=int, default=10)
     p.add_argument("--strategy", default="model")
     p.add_argument("--backend", default="gpu")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="the search's time limit (TuneOptions.time_limit_s)")
     p.add_argument("--top", type=int, default=45)
     p.add_argument("-o", "--output")
     args = p.parse_args(argv)
@@ -71,7 +73,8 @@ def _tune(args, params, logged: list):
     from polygpu.search import tuner
     from polygpu.search.runner import ProcessRunner
 
-    options = tuner.TuneOptions(strategy=args.strategy, budget=args.budget)
+    options = tuner.TuneOptions(strategy=args.strategy, budget=args.budget,
+                                time_limit_s=args.time_limit)
     with ProcessRunner(args.backend) as runner:
         logged.append(_Logged(runner))
         return tuner.tune(args.file, params, logged[0], function=args.function,

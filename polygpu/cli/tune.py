@@ -53,6 +53,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    "launch time and the best combined")
     p.add_argument("--budget", type=count_value(1), metavar="N",
                    help="time at most N candidates (default: all the strategy keeps)")
+    p.add_argument("--time-limit", type=positive_float, metavar="S",
+                   help="stop timing new candidates once the search has taken S seconds "
+                   "(and one was timed); the step in progress ends first (default: none)")
     p.add_argument("--traffic-slack", type=nonnegative_float, default=50.0, metavar="P",
                    help="model: drop structures with more than P%% more modelled global "
                    "traffic than the fewest (default 50)")
@@ -176,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         min_concurrency=args.min_concurrency, seed=args.seed, jobs=args.jobs,
         check_params=check_params or None,
         defines=tuple(args.defines), include_dirs=tuple(args.include_dirs),
-        scalars=scalars, race=args.race or None)
+        scalars=scalars, race=args.race or None, time_limit_s=args.time_limit)
     if args.fast_math:  # every variant of the space, the plans too
         options = replace(options, space=replace(options.space, fast_math=True))
     out = Path(args.output)

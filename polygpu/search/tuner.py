@@ -67,6 +67,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
@@ -122,6 +123,10 @@ class TuneOptions:
     # once it is over twice that (it cannot win: RunBudget.cut_off); None
     # or 0: every candidate timed in full (e.g. for plots of the whole space)
     race: float | None = 1.25
+    # seconds the whole search may take (None: no limit): once they have passed and one
+    # candidate at least was timed, nothing more is timed, as with a spent budget.  Soft:
+    # the step in progress (a batch of builds, a measurement) ends first
+    time_limit_s: float | None = None
 
     def __post_init__(self):
         if self.strategy not in STRATEGIES:
@@ -132,6 +137,8 @@ class TuneOptions:
             raise PolygpuError("--traffic-slack >= 0 and 0 <= --min-concurrency <= 1")
         if self.race and self.race < 1:
             raise PolygpuError("--race must be at least 1 (or 0: off)")
+        if self.time_limit_s is not None and not self.time_limit_s > 0:
+            raise PolygpuError("--time-limit must be more than 0 seconds")
 
 
 @dataclass(frozen=True)
@@ -594,6 +601,7 @@ class Session:
         self.prepared, self.limits, self.arch = prepared, limits, arch
         self.state, self.notify = state, notify
         self.env = runner.environment()
+        self.started = time.monotonic()  # for options.time_limit_s
         self.candidates: dict[str, Candidate] = {}
         self.programs: dict[str, KernelProgram] = {}
         # what generating each specialized variant's check program gave: the program
@@ -746,9 +754,25 @@ class Session:
     # -- measuring --------------------------------------------------------------------
 
     def budget_left(self) -> int | None:
-        """Programs the budget still allows to time (None: no budget)."""
+        """Programs the budget still allows to time (None: no budget); 0 too once the
+        time limit has passed (and something was timed)."""
+        if self.out_of_time():
+            return 0
         budget = self.options.budget
         return None if budget is None else max(0, budget - self.timed)
+
+    def out_of_time(self) -> bool:
+        """Whether the search's time limit has passed, with a candidate timed: a search
+        stopped by time still has a result."""
+        limit = self.options.time_limit_s
+        return limit is not None and self.timed > 0 and \
+            time.monotonic() - self.started >= limit
+
+    def _spent(self) -> str:
+        """Why nothing more is timed (:meth:`budget_left` is 0)."""
+        if self.out_of_time():
+            return f"the time limit of {self.options.time_limit_s:g} s was reached"
+        return f"the budget of {self.options.budget} was spent"
 
     def expect(self, n: int) -> None:
         """Progress: ``n`` more candidates to measure (as far as the budget allows)."""
@@ -786,8 +810,7 @@ class Session:
             self.state.reused += 1
             return self._settle(replace(c, stage="reused", measurement=found))
         if self.budget_left() == 0:
-            self._set(replace(c, stage="budget",
-                              reason=f"the budget of {self.options.budget} was spent"))
+            self._set(replace(c, stage="budget", reason=self._spent()))
             return None
         if program is None:  # costed only: its code now
             self.generate([c])
@@ -994,7 +1017,7 @@ def _tune(spec, params, runner, function, options, database, limits, arch, progr
             del candidates[c.key]  # a seed of the search, outside the space: not a result
         elif c.stage == "kept" and c.measurement is None:
             pool.set(replace(c, stage="budget", reason=(
-                f"the budget of {options.budget} was spent" if options.budget is not None
+                session._spent() if session.out_of_time() or options.budget is not None
                 else "not reached")))
     state.pruned = sum(1 for c in candidates.values() if c.stage.startswith("pruned"))
     state.phase = "done"
