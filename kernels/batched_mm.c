@@ -1,6 +1,11 @@
 /* batched_mm: many small independent products c[e] = a[e] b[e] (seed 000's batched
    workload: nb elements of n x n, nb in the millions). */
-void batched_mm(int nb, int n, float a[nb][n][n], float b[nb][n][n], float c[nb][n][n])
+#ifndef DATA_TYPE
+#define DATA_TYPE float
+#endif
+
+void batched_mm(int nb, int n, DATA_TYPE a[nb][n][n], DATA_TYPE b[nb][n][n],
+                DATA_TYPE c[nb][n][n])
 {
 #pragma scop
   for (int e = 0; e < nb; e++)

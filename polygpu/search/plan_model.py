@@ -38,13 +38,16 @@ from polygpu.errors import PolygpuError
 from polygpu.memory.placement import neighbour_reuse_only
 from polygpu.pipeline import Compiled, Prepared, compile_variant
 from polygpu.runtime.grid import launch_blocks
-from polygpu.schedule.variant import Variant
+from polygpu.schedule.variant import MAX_MAPPED, Variant
 from polygpu.search.candidate import Candidate, LaunchCost
 from polygpu.search.cost import predicted_cost
 from polygpu.search.occupancy import SM_90, Limits
 from polygpu.search.pruning import concurrency
 
 CANDIDATES = 3  # scheduler candidates the default considers
+# blocks of groups of threads over small elements (plan_variants), smallest first: the
+# paper's rule grows a block from one warp until the occupancy target is met
+FITTED_THREADS = (256, 512, 1024)
 ROUND_SECONDS = 0.5e-6  # one dependent round of global accesses of a block (device steps)
 DEVICE_STEP_THREADS = 1024  # a device-steps block: the widest, fewest rounds per step
 # one block reads at most this multiple of an even share (1/SMs) of the DRAM bandwidth
@@ -128,12 +131,22 @@ def _shared_accumulator(c: Compiled) -> str:
 def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant]:
     """The plans the default chooses among (see the module docstring), in a fixed
     order: ties keep the earlier."""
-    from polygpu.search.space import shapes
+    from polygpu.search.space import fitted_threads, shapes
 
     found = []
     double = any(a.dtype == "float64" for a in prepared.analysis.scop.arrays)
     for shape in shapes(prepared, params, CANDIDATES):
         c = shape.candidate
+        # many small elements: a block of groups of threads, each group one element
+        # (space.fitted_threads), first: the fixed shapes below leave most threads idle
+        # (the smallest block in which the outermost mapped dimension holds 2 at least)
+        extents = shape.extents[-min(shape.n_mapped, MAX_MAPPED):]
+        fitted = next((f for f in (fitted_threads(extents, t) for t in FITTED_THREADS)
+                       if f is not None and f[0] >= 2), None)
+        if fitted is not None:  # unstaged: a group's element stays in L1, and the copy
+            # with its barriers cost 5x (H100, 4 x 4 products: 2.29 against 0.40 ms,
+            # tuning/results/NVIDIA-H100-80GB-HBM3/batched.md); the search stages too
+            found.append(Variant(candidate=c, tile=fitted, threads=fitted, shared=False))
         for fields in _shapes(shape.n_mapped, shape.has_time_loop, double):
             v = Variant(candidate=c, **fields)
             if v not in found:

@@ -184,20 +184,56 @@ def _loops_in_time(kernel) -> bool:
     return False
 
 
-def _thread_shapes(n: int, total: int, options: SpaceOptions) -> list[tuple[int, ...]]:
-    """Ways to spread ``total`` threads over ``n`` dimensions, x a warp-friendly size."""
+# mapped dimensions this short (at the tuned sizes) may get exactly their extent in
+# threads, the block's other threads going to the next dimension out: a group of threads
+# per small element, several elements a block (seed 000's contiguous groups).  A 32 x 32
+# block over a batch of 4 x 4 products keeps 16 of its 256 threads busy.
+SMALL_EXTENT = 32
+AXIS_THREADS = (64, 1024, 1024)  # CUDA's most threads a block along z, y, x
+
+
+def fitted_threads(extents: tuple[int, ...], total: int) -> tuple[int, ...] | None:
+    """Threads (outer first, as ``extents``) for a block of about ``total`` threads in
+    which the innermost dimensions no longer than :data:`SMALL_EXTENT`, together at most
+    half of ``total``, get exactly their extents, and the next dimension out gets as
+    many as fit (at least 2: several elements a block); the ones further out 1.  None
+    where no inner dimension is that small or every mapped dimension is."""
+    n = len(extents)
+    inner, size = 0, 1
+    while inner < n - 1 and extents[n - 1 - inner] <= SMALL_EXTENT and \
+            size * extents[n - 1 - inner] * 2 <= total:
+        size *= extents[n - 1 - inner]
+        inner += 1
+    if inner == 0:
+        return None
+    outer = n - 1 - inner  # the batch dimension
+    axis = AXIS_THREADS[MAX_MAPPED - n + outer]
+    many = min(total // size, extents[outer], axis)
+    if many < 2:
+        return None
+    return (1,) * outer + (many,) + tuple(extents[outer + 1:])
+
+
+def _thread_shapes(n: int, total: int, options: SpaceOptions,
+                   extents: tuple[int, ...] | None = None) -> list[tuple[int, ...]]:
+    """Ways to spread ``total`` threads over ``n`` dimensions, x a warp-friendly size,
+    and with ``extents`` the block fitted to small inner dimensions
+    (:func:`fitted_threads`)."""
+    fitted = fitted_threads(extents, total) if extents is not None else None
     if n == 1:
         return [(total,)]
-    result = []
+    result = [fitted] if fitted is not None else []
     for x in options.x_threads:
         if x > total or total % x:
             continue
         rest = total // x
         if n == 2:
-            result.append((rest, x))
+            shape = (rest, x)
+            if shape not in result:
+                result.append(shape)
         else:  # three dims: y gets what it can up to 64, z the rest
             for y in (1, 2, 4, 8, 16, 32, 64):
-                if rest % y == 0 and rest // y <= 64:
+                if rest % y == 0 and rest // y <= 64 and (rest // y, y, x) not in result:
                     result.append((rest // y, y, x))
     return result
 
@@ -226,7 +262,7 @@ def _structures(n, totals, extents, options: SpaceOptions, even: bool,
     wides = [(1,) * (n - 2) + f for f in options.wide_factors] if wide and n >= 2 else []
     result = []
     for total in totals:
-        for threads in _thread_shapes(n, total, options):
+        for threads in _thread_shapes(n, total, options, extents):
             for factors in [*itertools.product(options.factors, repeat=n), *wides]:
                 if math.prod(factors) > max_points and factors not in wides:
                     continue
@@ -249,7 +285,7 @@ def _reduction_structures(shape: Shape, n, totals, extents, options: SpaceOption
             for f in factors:
                 vector = tuple(f if k == d else 1 for k in range(n))
                 for total in totals:
-                    for threads in _thread_shapes(n, total, options):
+                    for threads in _thread_shapes(n, total, options, extents):
                         tile_ = tuple(t * v for t, v in zip(threads, vector, strict=True))
                         if _tiles_ok(tile_, extents):
                             found.append((threads, vector, tile_, jam))

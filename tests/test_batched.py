@@ -1,0 +1,69 @@
+"""Batches of small elements (seed 000, issue 21): a block of groups of threads, each
+group one element, where the inner mapped dimensions are short at the given sizes --
+the space offers such blocks, the default plan takes one, and its programs are exact at
+the issue's odd sizes on the emulator."""
+
+from __future__ import annotations
+
+import pytest
+
+from polygpu.pipeline import compile_variant, prepare
+from polygpu.runtime.check import check_program
+from polygpu.schedule.variant import Variant
+from polygpu.search import plan_model
+from polygpu.search.space import fitted_threads, space
+
+BATCHED_MM = "kernels/batched_mm.c"
+
+
+@pytest.mark.parametrize(("extents", "total", "threads"), [
+    ((100000, 4, 4), 256, (16, 4, 4)),     # 16 products of 4 x 4 a block
+    ((100000, 4, 4), 1024, (64, 4, 4)),    # z stops at CUDA's 64
+    ((100000, 2, 2), 1024, (64, 2, 2)),
+    ((100000, 5, 5), 256, (10, 5, 5)),     # odd sizes: 250 threads
+    ((100000, 16, 16), 512, (2, 16, 16)),
+    ((100000, 8), 256, (32, 8)),           # two mapped dimensions
+    ((3, 4, 4), 256, (3, 4, 4)),           # fewer elements than fit
+    ((100000, 64, 64), 256, None),         # nothing small
+    ((2000, 2000), 256, None),
+])
+def test_blocks_fit_small_inner_extents(extents, total, threads):
+    assert fitted_threads(extents, total) == threads
+
+
+@pytest.mark.parametrize(("n", "tile"), [(2, (64, 2, 2)), (4, (16, 4, 4)), (5, (10, 5, 5)),
+                                         (16, (2, 16, 16)), (17, (3, 17, 17))])
+def test_the_default_plan_of_a_batch_of_small_products_is_a_group_per_element(n, tile):
+    """The fixed 32 x 32 block kept 16 of its 256 threads busy at n = 4 (issue 21)."""
+    params = {"nb": 100000, "n": n}
+    chosen = plan_model.choose(prepare(BATCHED_MM, params=params), params).variant
+    assert chosen.tile == chosen.threads == tile
+
+
+def test_large_elements_keep_the_square_tile():
+    params = {"nb": 1000, "n": 32}
+    chosen = plan_model.choose(prepare(BATCHED_MM, params=params), params).variant
+    assert chosen.tile == (32, 32)
+
+
+def test_the_space_holds_the_fitted_blocks():
+    params = {"nb": 100000, "n": 4}
+    found = {(v.tile, v.threads) for v in space(prepare(BATCHED_MM, params=params), params)}
+    assert ((16, 4, 4), (16, 4, 4)) in found and ((64, 4, 4), (64, 4, 4)) in found
+
+
+@pytest.mark.parametrize("n", [1, 3, 5, 17])
+def test_grouped_programs_are_exact_at_odd_sizes(n):
+    """ne = 37 elements (issue 21's check sizes): the block fitted to them (up to 1024
+    threads: all 37 elements, or 3 of 17 x 17) and the default plan, each checked
+    against the loop nest."""
+    params = {"nb": 37, "n": n}
+    prepared = prepare(BATCHED_MM, params=params)
+    fitted = fitted_threads((37, n, n), 1024)
+    assert fitted[1:] == (n, n) and fitted[0] == min(37, 1024 // (n * n))
+    for variant in (Variant(tile=fitted, threads=fitted),
+                    plan_model.choose(prepared, params).variant):
+        compiled = compile_variant(prepared, variant, params)
+        result = check_program(compiled.program, compiled.source_scop, BATCHED_MM, params,
+                               seed=5)
+        assert result.ok, (variant, result.message)
