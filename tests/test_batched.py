@@ -67,3 +67,21 @@ def test_grouped_programs_are_exact_at_odd_sizes(n):
         result = check_program(compiled.program, compiled.source_scop, BATCHED_MM, params,
                                seed=5)
         assert result.ok, (variant, result.message)
+
+
+@pytest.mark.parametrize("kernel", ["kernels/batched_gemv.c", "kernels/batched_dot.c"])
+@pytest.mark.parametrize("n", [1, 3, 5, 17])
+def test_batched_gemv_and_dot_default_plans_are_exact_at_odd_sizes(kernel, n):
+    params = {"nb": 37, "n": n}
+    prepared = prepare(kernel, params=params)
+    compiled = compile_variant(prepared, plan_model.choose(prepared, params).variant, params)
+    result = check_program(compiled.program, compiled.source_scop, kernel, params, seed=7)
+    assert result.ok, result.message
+
+
+def test_a_batch_of_small_gemvs_gets_a_thread_per_row_of_each_element():
+    """4 x 4 matrix-vector products: 64 elements a block, a thread per row."""
+    params = {"nb": 1000000, "n": 4}
+    chosen = plan_model.choose(prepare("kernels/batched_gemv.c", params=params),
+                               params).variant
+    assert chosen.tile == chosen.threads == (64, 4) and not chosen.shared

@@ -1,20 +1,24 @@
 """Batches of small elements (seed 000, Ha/King/Fu/Kirby 2013; issue 21): polygpu's default
-plan for ``kernels/batched_mm.c`` (nb products of n x n, AoS: element after element)
-against ``torch.bmm`` in the same run, and against the fixed 32 x 32 block the default
-used before blocks were fitted to small elements (``space.fitted_threads``).
+plan for a batch of nb small elements, one after another (AoS), against torch in the
+same run, and against the fixed block the default used before blocks were fitted to
+small elements (``space.fitted_threads``): 32 x 32 threads over the two innermost loops
+(gemm and gemv; dot maps one loop).
 
-For each n: both polygpu programs are checked against the original loop nest on the
-device at ne = 37 first (the issue's odd sizes), then timed at full size with CUDA
-events (one warm-up, median of ``--repeats``, stopping after 1 s); torch.bmm on the
-same shapes (no TF32).  ``roofline`` is the compulsory traffic (a and b read, c
-written once: 3 n^2 nb words) over 3000 GB/s.
+Operations (``--op``): ``gemm`` (``kernels/batched_mm.c``, n x n products; torch.bmm),
+``gemv`` (``kernels/batched_gemv.c``, n x n matrix times n-vector; torch.bmm with a
+column) and ``dot`` (``kernels/batched_dot.c``, n-vectors; ``(x * y).sum(-1)``).
 
-This first version measures batched gemm only (fp32; fp64 with ``--dtype float64``):
-batched dot, gemv, Cholesky with a solve, the SoA layout and the plots of issue 21 are
-not built yet.
+For each n: the polygpu programs are checked against the original loop nest on the
+device at nb = 37 first (the issue's odd sizes), then timed at full size with CUDA
+events (one warm-up, median of ``--repeats``, stopping after 1 s); torch on the same
+shapes (no TF32).  ``roofline`` is the compulsory traffic (each array read or written
+once) over 3000 GB/s.
 
-    python tuning/batched.py --out tuning/results/<gpu>     # GPU machine
-    python tuning/batched.py --backend cpu --small          # dry run
+Not built yet: Cholesky with a solve, the SoA layout, the plots of issue 21.  Only gemm
+has been timed on a GPU (``tuning/results/NVIDIA-H100-80GB-HBM3/batched.md``).
+
+    python tuning/batched.py --op gemm --op gemv --op dot --out tuning/results/<gpu>
+    python tuning/batched.py --backend cpu --small                  # dry run
 """
 
 from __future__ import annotations
@@ -37,70 +41,91 @@ from polygpu.runtime.device import get_device  # noqa: E402
 from polygpu.schedule.variant import Variant  # noqa: E402
 from polygpu.search import plan_model  # noqa: E402
 
-SPEC = str(ROOT / "kernels" / "batched_mm.c")
+KERNELS = {"gemm": ("batched_mm.c", "batched_mm"), "gemv": ("batched_gemv.c", "batched_gemv"),
+           "dot": ("batched_dot.c", "batched_dot")}
 BANDWIDTH = 3000e9  # bytes/s: the H100's copy rate (about 2975 GB/s measured)
 SQUARE = Variant(tile=(32, 32), threads=(8, 32))  # the default's block before fitting
 DOUBLE = ("DATA_TYPE=double",)
 TORCH_TIMING = {"repeats": 20, "warmup": 1, "budget_ms": 1000.0}
 
 
-def run_size(n: int, nb: int, dtype: str, args, device) -> dict:
+def words(op: str, n: int, nb: int) -> int:
+    """Compulsory words moved: every input read and the output written once."""
+    return nb * {"gemm": 3 * n * n, "gemv": n * n + 2 * n, "dot": 2 * n + 1}[op]
+
+
+def time_torch(op: str, n: int, nb: int, dtype: str) -> float | None:
+    torch = _torch()
+    if torch is None:
+        return None
+    t = getattr(torch, dtype)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    if op == "dot":
+        x = torch.rand(nb, n, dtype=t, device="cuda")
+        y = torch.rand(nb, n, dtype=t, device="cuda")
+        return _median_ms(torch, lambda: (x * y).sum(-1), **TORCH_TIMING)
+    a = torch.rand(nb, n, n, dtype=t, device="cuda")
+    b = torch.rand(nb, n, n if op == "gemm" else 1, dtype=t, device="cuda")
+    return _median_ms(torch, lambda: torch.bmm(a, b), **TORCH_TIMING)
+
+
+def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
+    name, function = KERNELS[op]
+    spec = str(ROOT / "kernels" / name)
     defines = DOUBLE if dtype == "float64" else ()
     sizes = {"nb": nb, "n": n}
     check = {"nb": 37, "n": n}
-    prepared = prepare(SPEC, defines=defines, params=sizes)
-    row = {"n": n, "nb": nb, "dtype": dtype}
-    for name, variant in (("default", plan_model.choose(prepared, sizes).variant),
-                          ("square", SQUARE)):
+    prepared = prepare(spec, defines=defines, params=sizes)
+    row = {"op": op, "n": n, "nb": nb, "dtype": dtype}
+    plans = [("default", plan_model.choose(prepared, sizes).variant)]
+    if op != "dot":  # a 1-d mapping had no square block to compare with
+        plans.append(("square", SQUARE))
+    for key, variant in plans:
         entry = {"variant": variant.to_json()}
-        entry["check"] = checked(SPEC, "batched_mm", defines, variant, device, check)
+        entry["check"] = checked(spec, function, defines, variant, device, check)
         if entry["check"]["ok"]:
             program = compile_variant(prepared, variant, sizes).program
             entry["ms"] = time_program(device, program, sizes, args.repeats)
-        row[name] = entry
-    width = 8 if dtype == "float64" else 4
-    row["compulsory_bytes"] = 3 * n * n * nb * width
-    torch = _torch() if args.backend == "gpu" else None
-    if torch is not None:
-        t = getattr(torch, dtype)
-        a = torch.rand(nb, n, n, dtype=t, device="cuda")
-        b = torch.rand(nb, n, n, dtype=t, device="cuda")
-        torch.backends.cuda.matmul.allow_tf32 = False
-        row["torch_bmm_ms"] = _median_ms(torch, lambda: torch.bmm(a, b), **TORCH_TIMING)
-        row["torch"] = torch.__version__
+        row[key] = entry
+    row["compulsory_bytes"] = words(op, n, nb) * (8 if dtype == "float64" else 4)
+    if args.backend == "gpu" and not args.small:
+        row["torch_ms"] = time_torch(op, n, nb, dtype)
     print(json.dumps({k: row[k] for k in row if k not in ("default", "square")}
-                     | {"default_ms": row["default"].get("ms"),
-                        "square_ms": row["square"].get("ms")}), file=sys.stderr, flush=True)
+                     | {key: row[key].get("ms") for key, _ in plans}),
+          file=sys.stderr, flush=True)
     return row
 
 
 def markdown(data: dict) -> str:
-    lines = [f"# Batched small products on the {data['gpu']} ({data['date']})", "",
-             "`tuning/batched.py`: `kernels/batched_mm.c` (nb products of n x n, elements "
-             "one after another), polygpu's default plan and the fixed 32 x 32 block "
-             "against torch.bmm in the same run. Each program was checked against the "
-             "loop nest on the device at nb = 37 first. Roofline: the compulsory "
-             "traffic (3 n^2 nb words) at 3000 GB/s.", "",
-             "| dtype | n | nb | default block | default ms | roofline | 32 x 32 ms | "
-             "torch.bmm ms | x bmm | x 32 x 32 |",
-             "|---|--:|--:|---|--:|--:|--:|--:|--:|--:|"]
+    lines = [f"# Batched small elements on the {data['gpu']} ({data['date']})", "",
+             "`tuning/batched.py`: nb elements one after another; polygpu's default plan "
+             "and the fixed 32 x 32 block (2-d mappings) against torch in the same run "
+             "(gemm, gemv: torch.bmm; dot: (x * y).sum(-1)). Each program was checked "
+             "against the loop nest on the device at nb = 37 first. Roofline: the "
+             "compulsory traffic at 3000 GB/s.", "",
+             "| op | dtype | n | nb | default block | default ms | roofline | 32 x 32 ms | "
+             "torch ms | x torch | x 32 x 32 |",
+             "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|"]
 
     def f(x, digits=3):
         return f"{x:.{digits}f}" if x is not None else ""
 
     for r in data["rows"]:
-        ms, square, bmm = r["default"].get("ms"), r["square"].get("ms"), r.get("torch_bmm_ms")
+        ms = r["default"].get("ms")
+        square = r.get("square", {}).get("ms")
+        peer = r.get("torch_ms")
         roof = r["compulsory_bytes"] / BANDWIDTH * 1e3
         block = " x ".join(str(t) for t in r["default"]["variant"]["threads"])
         lines.append(
-            f"| {r['dtype']} | {r['n']} | {r['nb']} | {block} | {f(ms)} | "
-            f"{f(roof / ms * 100 if ms else None, 1)}% | {f(square)} | {f(bmm)} | "
-            f"{f(bmm / ms if bmm and ms else None, 2)} | "
+            f"| {r['op']} | {r['dtype']} | {r['n']} | {r['nb']} | {block} | {f(ms)} | "
+            f"{f(roof / ms * 100 if ms else None, 1)}% | {f(square)} | {f(peer)} | "
+            f"{f(peer / ms if peer and ms else None, 2)} | "
             f"{f(square / ms if square and ms else None, 2)} |")
     for r in data["rows"]:
         for key in ("default", "square"):
-            if not r[key]["check"]["ok"]:
-                lines += ["", f"- {key} n = {r['n']} {r['dtype']}: {r[key]['check']['message']}"]
+            if key in r and not r[key]["check"]["ok"]:
+                lines += ["", f"- {r['op']} {key} n = {r['n']} {r['dtype']}: "
+                              f"{r[key]['check']['message']}"]
     return "\n".join(lines) + "\n"
 
 
@@ -108,20 +133,22 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backend", choices=("gpu", "cpu"), default="gpu")
     p.add_argument("--small", action="store_true", help="small sizes (a dry run)")
+    p.add_argument("--op", action="append", choices=tuple(KERNELS))
     p.add_argument("--n", type=int, nargs="+", default=[2, 4, 8, 16, 32])
     p.add_argument("--dtype", action="append", choices=("float32", "float64"))
     p.add_argument("--megabytes", type=float, default=768.0,
-                   help="the three arrays' size at each n (default 768 MB)")
+                   help="the arrays' size at each n (default 768 MB)")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--out")
     args = p.parse_args(argv)
     device = get_device(args.backend)
     rows = []
-    for dtype in args.dtype or ["float32"]:
-        width = 8 if dtype == "float64" else 4
-        for n in args.n:
-            nb = 53 if args.small else int(args.megabytes * 1e6 / (3 * n * n * width))
-            rows.append(run_size(n, nb, dtype, args, device))
+    for op in args.op or ["gemm"]:
+        for dtype in args.dtype or ["float32"]:
+            width = 8 if dtype == "float64" else 4
+            for n in args.n:
+                nb = 53 if args.small else int(args.megabytes * 1e6 / (words(op, n, 1) * width))
+                rows.append(run_size(op, n, nb, dtype, args, device))
     data = {"gpu": getattr(device, "name", args.backend),
             "date": datetime.date.today().isoformat(), "rows": rows}
     text = markdown(data)
