@@ -141,6 +141,12 @@ class TuneOptions:
             raise PolygpuError("--time-limit must be more than 0 seconds")
 
 
+def clock() -> float:
+    """Seconds for the search's time limit (a function of its own, so that tests can
+    replace the clock of the search alone)."""
+    return time.monotonic()
+
+
 @dataclass(frozen=True)
 class TuneResult:
     spec: str
@@ -601,7 +607,7 @@ class Session:
         self.prepared, self.limits, self.arch = prepared, limits, arch
         self.state, self.notify = state, notify
         self.env = runner.environment()
-        self.started = time.monotonic()  # for options.time_limit_s
+        self.started = clock()  # for options.time_limit_s
         self.candidates: dict[str, Candidate] = {}
         self.programs: dict[str, KernelProgram] = {}
         # what generating each specialized variant's check program gave: the program
@@ -766,7 +772,7 @@ class Session:
         stopped by time still has a result."""
         limit = self.options.time_limit_s
         return limit is not None and self.timed > 0 and \
-            time.monotonic() - self.started >= limit
+            clock() - self.started >= limit
 
     def _spent(self) -> str:
         """Why nothing more is timed (:meth:`budget_left` is 0)."""
