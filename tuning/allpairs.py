@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import copy
 import datetime
 import itertools
 import json
@@ -110,6 +109,11 @@ def checked(spec, function, defines, variant, device, check_sizes) -> dict:
             "message": result.message.splitlines()[0][:200]}
 
 
+def cell(x: float | None, digits: int = 3) -> str:
+    """A table cell: ``x`` to ``digits`` decimals, empty where there is no number."""
+    return f"{x:.{digits}f}" if x is not None else ""
+
+
 def time_program(device, program, sizes, repeats: int) -> float:
     values = inputs(program, sizes, np.random.default_rng(7))
     return statistics.median(device.time(program, [values], repeats, 1, 1000.0))
@@ -152,9 +156,10 @@ def gemm_instructions_per_s(dtype: str) -> float | None:
 
 
 def default_and_tuned(spec, function, defines, sizes, check_sizes, dtype, args,
-                      device) -> dict:
+                      device, tune: bool = True) -> dict:
     """The default plan (checked at ``check_sizes``, then timed at ``sizes``) and, with
-    ``--tune``, the tuned one: the ``default`` and ``tuned`` entries of a row."""
+    ``--tune`` (and ``tune``), the tuned one: the ``default`` and ``tuned`` entries of a
+    row."""
     row = {}
     prepared = prepare(spec, function, defines=defines, params=sizes)
     choice = plan_model.choose(prepared, sizes)
@@ -166,7 +171,7 @@ def default_and_tuned(spec, function, defines, sizes, check_sizes, dtype, args,
     row["default"]["check"] = check
     if check["ok"]:
         row["default"]["ms"] = time_program(device, program, sizes, args.repeats)
-    if args.tune and not (args.tune_fp32_only and dtype != "float32"):
+    if tune and args.tune and not (args.tune_fp32_only and dtype != "float32"):
         from polygpu.api import optimize
 
         t0 = time.time()
@@ -220,10 +225,8 @@ def run_self(n: int, d: int, dtype: str, args, device, rates: dict) -> dict:
     spec, function, full_defines = kernel_of(1, dtype)
     full_sizes = {"n1": sizes["n"], "n2": sizes["n"], "d": sizes["d"]}
     full_check = SMALL if args.small else CHECK
-    no_tune = copy.copy(args)
-    no_tune.tune = 0
     row["full"] = default_and_tuned(spec, function, full_defines, full_sizes, full_check,
-                                    dtype, no_tune, device)["default"]
+                                    dtype, args, device, tune=False)["default"]
     if args.backend == "gpu" and not args.small:
         row["torch"] = time_torch(n, n, d, 1, dtype, same=True)
     rate = rates.get(dtype)
@@ -247,9 +250,6 @@ def self_markdown(data: dict) -> str:
              "of bound (best) |",
              "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
 
-    def f(x, digits=3):
-        return f"{x:.{digits}f}" if x is not None else ""
-
     for r in data["self_rows"]:
         s = r["sizes"]
         default = r.get("default", {}).get("ms")
@@ -259,11 +259,11 @@ def self_markdown(data: dict) -> str:
         best = min((x for x in (default, tuned) if x is not None), default=None)
         bound = r.get("issue_bound_ms")
         lines.append(
-            f"| {r['dtype']} | {s['n']} | {s['d']} | {f(default)} | {f(tuned)} | "
-            f"{r.get('tuned', {}).get('tune_s', '')} | {f(full)} | "
-            f"{f(full / best if full and best else None, 2)} | {f(direct)} | "
-            f"{f(direct / best if direct and best else None, 2)} | {f(bound)} | "
-            f"{f(bound / best if bound and best else None, 2)} |")
+            f"| {r['dtype']} | {s['n']} | {s['d']} | {cell(default)} | {cell(tuned)} | "
+            f"{r.get('tuned', {}).get('tune_s', '')} | {cell(full)} | "
+            f"{cell(full / best if full and best else None, 2)} | {cell(direct)} | "
+            f"{cell(direct / best if direct and best else None, 2)} | {cell(bound)} | "
+            f"{cell(bound / best if bound and best else None, 2)} |")
     for r in data["self_rows"]:
         for key in ("default", "full"):
             check = r.get(key, {}).get("check", {})
@@ -391,16 +391,12 @@ def markdown(data: dict) -> str:
         best = min(x for x in (default, tuned) if x is not None) if (default or tuned) \
             else None
         bound = r.get("issue_bound_ms")
-
-        def f(x, digits=3):
-            return f"{x:.{digits}f}" if x is not None else ""
-
         lines.append(
-            f"| {r['p']} | {r['dtype']} | {s['n1']} | {s['d']} | {f(default)} | {f(tuned)} | "
-            f"{r.get('tuned', {}).get('tune_s', '')} | {f(direct)} | {f(mm)} | "
-            f"{f(direct / default if direct and default else None, 2)} | "
-            f"{f(direct / tuned if direct and tuned else None, 2)} | {f(bound)} | "
-            f"{f(bound / best if bound and best else None, 2)} |")
+            f"| {r['p']} | {r['dtype']} | {s['n1']} | {s['d']} | {cell(default)} | {cell(tuned)} | "
+            f"{r.get('tuned', {}).get('tune_s', '')} | {cell(direct)} | {cell(mm)} | "
+            f"{cell(direct / default if direct and default else None, 2)} | "
+            f"{cell(direct / tuned if direct and tuned else None, 2)} | {cell(bound)} | "
+            f"{cell(bound / best if bound and best else None, 2)} |")
     errors = [r for r in data["rows"] if "error" in r.get("tuned", {})
               or not r.get("default", {}).get("check", {}).get("ok", True)]
     for r in errors:

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tuning"))
 
-from allpairs import checked, time_program  # noqa: E402
+from allpairs import cell, checked, time_program  # noqa: E402
 from polybench import _median_ms, _torch  # noqa: E402
 
 from polygpu.pipeline import compile_variant, prepare  # noqa: E402
@@ -107,9 +107,6 @@ def markdown(data: dict) -> str:
              "torch ms | x torch | x 32 x 32 |",
              "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|"]
 
-    def f(x, digits=3):
-        return f"{x:.{digits}f}" if x is not None else ""
-
     for r in data["rows"]:
         ms = r["default"].get("ms")
         square = r.get("square", {}).get("ms")
@@ -117,10 +114,10 @@ def markdown(data: dict) -> str:
         roof = r["compulsory_bytes"] / BANDWIDTH * 1e3
         block = " x ".join(str(t) for t in r["default"]["variant"]["threads"])
         lines.append(
-            f"| {r['op']} | {r['dtype']} | {r['n']} | {r['nb']} | {block} | {f(ms)} | "
-            f"{f(roof / ms * 100 if ms else None, 1)}% | {f(square)} | {f(peer)} | "
-            f"{f(peer / ms if peer and ms else None, 2)} | "
-            f"{f(square / ms if square and ms else None, 2)} |")
+            f"| {r['op']} | {r['dtype']} | {r['n']} | {r['nb']} | {block} | {cell(ms)} | "
+            f"{cell(roof / ms * 100 if ms else None, 1)}% | {cell(square)} | {cell(peer)} | "
+            f"{cell(peer / ms if peer and ms else None, 2)} | "
+            f"{cell(square / ms if square and ms else None, 2)} |")
     for r in data["rows"]:
         for key in ("default", "square"):
             if key in r and not r[key]["check"]["ok"]:
