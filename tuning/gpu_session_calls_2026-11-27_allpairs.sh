@@ -2,15 +2,7 @@
 # down to blocks under one warp, the model against the exhaustive space, the symmetric
 # self-distance, tuned rows at HEAD; and the __noinline__ halves (bc6bc64) against the
 # inline ones before them (adaa556, unpacked from .whl/base_adaa556.tgz), same GPU, same run
-[ -n "${PG_INSTALLED:-}" ] || bash .whl/install.sh >/dev/null 2>&1; export PYTHONPATH=/tmp/site:$PWD PG_INSTALLED=1
-HERE=$PWD
-base() { mkdir -p /tmp/base && tar xzf .whl/base_adaa556.tgz -C /tmp/base; }
-# probe FILE NAME VARIANTS PARAMS...: the variants with this tree, then with the base tree
-probe() { f=$1; name=$2; v=$3; shift 3
-  timeout ${LIMIT:-200} python tuning/variant_probe.py $f "$@" --variants $v --repeats 10 -o $OUT/probe_${name}_new.json 2>&1 | grep -v "^ " | cut -c1-220
-  (cd /tmp/base && PYTHONPATH=/tmp/site:/tmp/base timeout ${LIMIT:-200} python tuning/variant_probe.py $f "$@" --variants $HERE/$v --repeats 10 -o $OUT/probe_${name}_base.json 2>&1 | grep -v "^ " | cut -c1-220); }
-lane() { i=$1; shift; pin="taskset -c $((16*i))-$((16*i+15))"; command -v taskset >/dev/null || pin=""
-  CUDA_VISIBLE_DEVICES=$i $pin "$@"; }
+BASE=adaa556; PROBE_LIMIT=200; . tuning/gpu_base_probe.sh
 case "$1" in
 sweep)  # GPU 0: the sweep with blocks from 4 threads; GPU 1: the model against the exhaustive space
   mkdir -p $OUT/s $OUT/e

@@ -1,12 +1,6 @@
 # GPU calls of 2026-11-27 (seventh session): whole tiles without guards (codegen/full_tiles.py)
 # against the code before it (de7cae7, unpacked from .whl/base_de7cae7.tgz), same GPU, same run
-[ -n "${PG_INSTALLED:-}" ] || bash .whl/install.sh >/dev/null 2>&1; export PYTHONPATH=/tmp/site:$PWD PG_INSTALLED=1
-HERE=$PWD
-base() { mkdir -p /tmp/base && tar xzf .whl/base_de7cae7.tgz -C /tmp/base; }
-# probe FILE NAME VARIANTS PARAMS...: the variants with this tree, then with the base tree
-probe() { f=$1; name=$2; v=$3; shift 3
-  timeout ${LIMIT:-250} python tuning/variant_probe.py $f "$@" --variants $v --repeats 10 -o $OUT/probe_${name}_new.json 2>&1 | grep -v "^ " | cut -c1-220
-  (cd /tmp/base && PYTHONPATH=/tmp/site:/tmp/base timeout ${LIMIT:-250} python tuning/variant_probe.py $f "$@" --variants $HERE/$v --repeats 10 -o $OUT/probe_${name}_base.json 2>&1 | grep -v "^ " | cut -c1-220); }
+BASE=de7cae7; PROBE_LIMIT=250; . tuning/gpu_base_probe.sh
 case "$1" in
 probes)  # three probes on three GPUs, all-pairs tuned on the fourth
   base
