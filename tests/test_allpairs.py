@@ -18,6 +18,7 @@ from polygpu.frontend import ir
 from polygpu.pipeline import compile_region
 from polygpu.runtime.check import check_program
 from polygpu.schedule.variant import Variant
+from tests.generated import kernel_text
 
 LPDIST = "kernels/allpairs/lpdist.c"
 ODD = {"n1": 37, "n2": 23, "d": 101}
@@ -49,9 +50,7 @@ def test_integer_exponents_are_recognised(func, exponent, expected):
 @pytest.mark.parametrize("variant", [PAPER, TILED], ids=["paper", "register-tiled"])
 def test_lp_distances_pass_the_cpu_check_at_odd_sizes(p, variant):
     compiled = compile_region(LPDIST, variant=variant, defines=(f"P={p}",))
-    # the kernels (and the device functions of their split halves), not the preludes
-    kernels = re.split(r"__device__ __noinline__|__global__", compiled.program.source,
-                       maxsplit=1)[1]
+    kernels = kernel_text(compiled.program.source)
     if p == "p":  # a parameter: the library's powf
         assert "pg_powi" not in kernels and "powf(" in kernels
     else:  # multiplied out in float, as powf computes

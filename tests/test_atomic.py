@@ -21,6 +21,7 @@ from polygpu.runtime.check import check_program
 from polygpu.schedule.legality import prove_legal
 from polygpu.schedule.tiling import execution_schedule
 from polygpu.schedule.variant import Variant
+from tests.generated import kernel_text
 
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 _counter = itertools.count()
@@ -121,19 +122,13 @@ def test_warps_sum_first_only_where_their_lanes_share_the_element():
                         Variant(candidate=c, tile=(16, 64), threads=(1, 64),
                                 registers=False)):
             src = compile_variant(prepared, variant).program.source
-            assert expected in _kernels(src)
+            assert expected in kernel_text(src)
     # a warp spanning two rows (16 threads along x) must not sum across them
     prepared, (c, *_) = _atomic_candidates(str(KERNELS / "mv.c"))
     src = compile_variant(prepared, Variant(candidate=c, tile=(4, 32),
                                             threads=(2, 16))).program.source
-    assert "pg_atomic_add(&x[" in _kernels(src)
-    assert "pg_atomic_add_warp(&" not in _kernels(src)
-
-
-def _kernels(src: str) -> str:
-    """The generated kernels and the device functions of their split halves (whole and
-    partial tiles: codegen/full_tiles.py), without the helper preludes."""
-    return re.split(r"__device__ __noinline__|__global__", src, maxsplit=1)[1]
+    assert "pg_atomic_add(&x[" in kernel_text(src)
+    assert "pg_atomic_add_warp(&" not in kernel_text(src)
 
 
 def test_a_read_of_the_sum_waits_for_every_update(tmp_path):

@@ -3,7 +3,6 @@ grids of any size (block dimensions beyond CUDA's 65535 folded onto grid x)."""
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,6 +16,7 @@ from polygpu.runtime import cpu, grid
 from polygpu.runtime.check import check_program
 from polygpu.runtime.device import launch_plan
 from polygpu.schedule.variant import Variant
+from tests.generated import kernel_text
 
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 
@@ -71,8 +71,7 @@ def _nvcc(tmp_path, source: str) -> None:
 def test_small_specialized_kernel_keeps_32_bit_offsets(tmp_path):
     c = _compile(tmp_path, THIN, "thin", THIN_VARIANT, {"m": 3, "n": 1000, "k": 4})
     assert not c.program.index64 and c.program.index_bounds == ()
-    kernel = re.split(r"__device__ __noinline__|__global__", c.program.source,
-                      maxsplit=1)[1]
+    kernel = kernel_text(c.program.source)
     assert "long long" not in kernel and "pg_block" not in kernel
     assert "a[(by) * n + tx]" in kernel  # int arithmetic
 
@@ -174,9 +173,7 @@ def test_sizes_given_without_specializing_choose_the_index_width():
     large = compile_variant(prepared, Variant(), {"n": 46400}).program
     assert not small.index64 and small.index_bounds and not small.specialized
     assert large.index64 and large.index_bounds == () and not large.specialized
-    # (the kernels and their split halves' device functions, not the helper preludes)
-    assert "long long" in large.source and "long long" not in re.split(
-        r"__device__ __noinline__|__global__", small.source, maxsplit=1)[1]
+    assert "long long" in large.source and "long long" not in kernel_text(small.source)
     large.check_parameters({"n": 46400})  # no refusal
     with pytest.raises(IndexWidthError):
         small.check_parameters({"n": 46400})

@@ -18,6 +18,7 @@ from polygpu.pipeline import compile_variant, prepare
 from polygpu.runtime.arguments import bind
 from polygpu.runtime.check import check_program
 from polygpu.schedule.variant import Variant
+from tests.generated import kernel_text
 
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 
@@ -25,11 +26,6 @@ KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 @pytest.fixture(scope="module")
 def mm():
     return prepare(str(KERNELS / "mm.c"))
-
-
-def _kernel_body(source: str) -> str:
-    """The kernels, with the device functions of split halves (codegen/full_tiles.py)."""
-    return re.split(r"(?=__device__ __noinline__|__global__ void)", source, maxsplit=1)[1]
 
 
 def _check(prepared, variant: Variant, params: dict[str, int]):
@@ -44,11 +40,11 @@ MM_8X8 = Variant(tile=(64, 64), threads=(8, 8), jam=True, time_tile=16, speciali
 
 
 def test_whole_tiles_have_no_guards_and_constant_bounds(mm):
-    body = _kernel_body(_check(mm, MM_8X8, {"n": 128}).program.source)
+    body = kernel_text(_check(mm, MM_8X8, {"n": 128}).program.source)
     assert "if (" not in body, "n = 128 is two whole tiles: nothing to guard"
     assert re.search(r"for \(int c\d+ = 0; c\d+ <= 7; c\d+ \+= 1\)", body), \
         "the tile loop over k runs 128 / 16 times, a constant"
-    generic = _kernel_body(compile_variant(
+    generic = kernel_text(compile_variant(
         mm, Variant(tile=(64, 64), threads=(8, 8), jam=True, time_tile=16)).program.source)
     assert "if (" in generic, "the parametric code guards partial tiles"
     assert "c_reg[8][8]" in body, "8 x 8 points per thread stay in registers"
@@ -56,7 +52,7 @@ def test_whole_tiles_have_no_guards_and_constant_bounds(mm):
 
 @pytest.mark.parametrize("n", [37, 77, 130])
 def test_partial_tiles_keep_their_guards_and_stay_exact(mm, n):
-    body = _kernel_body(_check(mm, MM_8X8, {"n": n}).program.source)
+    body = kernel_text(_check(mm, MM_8X8, {"n": n}).program.source)
     # the partial tiles' half (or the only body, where no tile is whole: n = 37)
     partial = body.split("void mm_kernel0_partial(")[1].split("__global__")[0] \
         if "void mm_kernel0_partial(" in body else body
