@@ -9,7 +9,8 @@ intermediate result is kept in :class:`Compiled` so the CLI can explain each dec
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import islpy as isl
 
@@ -21,7 +22,8 @@ from polygpu.memory.placement import MemoryPlan, Placement, plan_memory
 from polygpu.model.analysis import Analysis, analyze
 from polygpu.model.bounds import require_in_bounds
 from polygpu.model.build import build_scop
-from polygpu.model.scop import Scop
+from polygpu.model.isl_util import sets_of
+from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.candidates import candidates
 from polygpu.schedule.legality import ExecutionSchedule, prove_legal, transformation_schedule
 from polygpu.schedule.ranking import space_dims
@@ -77,7 +79,7 @@ class Compiled:
         (time steps are alike; pivot steps shrink, and for a linear shrink the middle
         step is their mean) -- counting every step exactly would take isl minutes."""
         result = []
-        steps = self.program.steps(params) if self.program.host_iterators else ()
+        steps, elements = self.modelled_steps(params)
         for k, (kernel, launch) in enumerate(zip(self.kernels, self.program.launches,
                                                  strict=True)):
             values = {p: int(params[p]) for p in self.analysis.scop.parameters}
@@ -89,8 +91,49 @@ class Compiled:
                 continue
             middle = mine[len(mine) // 2]
             values.update(zip(self.program.host_iterators, middle, strict=True))
-            result.append((kernel, launch.kernel, values, len(mine)))
+            result.append((kernel, launch.kernel, values, len(mine) * elements))
         return result
+
+    def modelled_steps(self, params: Mapping[str, int]
+                       ) -> tuple[tuple[tuple[int, tuple[int, ...]], ...], int]:
+        """The host steps a model counts (``KernelProgram.steps``), and how many times:
+        with a ``batch`` host schedule one element's steps, times the elements."""
+        host = self.transformation.host
+        if host is None or not host.grid_dims or not self.program.host_iterators:
+            return self.program.steps(params), 1
+        return one_element_steps(self.program, params)
+
+    def batch_elements(self, params: Mapping[str, int]) -> int:
+        """The elements of a ``batch`` host schedule at ``params`` (1 without)."""
+        return self.modelled_steps(params)[1]
+
+
+def one_element_steps(program: KernelProgram, params: Mapping[str, int]
+                      ) -> tuple[tuple[tuple[int, tuple[int, ...]], ...], int]:
+    """A host-launched batch program's launches for its first element (as
+    ``KernelProgram.steps``), and how many elements there are (the range of the first
+    host iterator): enumerating every element's steps would take minutes."""
+    values = {p: int(params[p]) for p in program.parameters}
+    return _one_element_steps(program, tuple(sorted(values.items())))
+
+
+@lru_cache(maxsize=64)
+def _one_element_steps(program: KernelProgram, params: tuple[tuple[str, int], ...]):
+    values = dict(params)
+    steps = isl.UnionSet(program.host_steps)
+    steps = steps.intersect_params(
+        fix_parameters(isl.Set.universe(steps.get_space().params()), values))
+    sets = [s for s in sets_of(steps) if not s.is_empty()]
+    if not sets:
+        return (), 0
+    lower = min(int(s.dim_min_val(0).to_python()) for s in sets)
+    upper = max(int(s.dim_max_val(0).to_python()) for s in sets)
+    first = isl.UnionSet.empty(steps.get_space())
+    for s in sets:
+        first = first.union(isl.UnionSet.from_set(s.fix_val(isl.dim_type.set, 0,
+                                                             isl.Val(lower))))
+    one = replace(program, host_steps=str(first))
+    return one.steps(values), upper - lower + 1
 
 
 def compile_region(
@@ -216,6 +259,7 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
         raise PolygpuError(f"variant: candidate {variant.candidate} does not exist "
                            f"(the scheduler found {len(found)}: 0..{len(found) - 1})")
     tr = found[variant.candidate]
+    variant = batch_on_device(tr, variant)
     step = tr.step or an  # with host loops, the kernels are those of one host step
     kernels = tile(step.scop, step.dependences_with(tr.atomic), tr, variant)
     memory = plan_memory(step, tr, kernels, variant)
@@ -225,6 +269,15 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
                     _generate(step, tr, variant, kernels, memory, params), memory,
                     prepared.source_scop, prepared.expansion, prepared.splitting,
                     prepared.snapshot)
+
+
+def batch_on_device(tr: Transformation, variant: Variant) -> Variant:
+    """``variant`` with ``device_steps`` set where ``tr`` has a ``batch`` host schedule:
+    its first host dimension is a batch of elements, one per block, which the host
+    could only run as millions of launches."""
+    if tr.host is not None and tr.host.grid_dims and not variant.device_steps:
+        return replace(variant, device_steps=True)
+    return variant
 
 
 def program_at(compiled: Compiled, params: Mapping[str, int]) -> KernelProgram:
@@ -253,14 +306,16 @@ def _generate(an: Analysis, tr: Transformation, variant: Variant,
     # sizes given without specializing still choose the index width (64-bit where 32-bit
     # offsets would overflow at them)
     return generate(scop, kernels, comment, memory, sizes=params,
-                    device_steps=variant.device_steps, fast_math=variant.fast_math)
+                    device_steps=variant.device_steps, fast_math=variant.fast_math,
+                    grid_dims=tr.host.grid_dims if tr.host is not None else 0)
 
 
 def _prove_device_steps(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ...],
                         memory: MemoryPlan) -> None:
     """Refuse a device-steps variant the kernels cannot take, and prove the plan again
     with the host loops and kernel boundaries as ``barrier`` dimensions of one block
-    (:mod:`polygpu.schedule.legality`): what the generated kernel relies on."""
+    (:mod:`polygpu.schedule.legality`): what the generated kernel relies on.  A
+    batch's element dimension is a ``block`` dimension: nothing may cross elements."""
     if tr.host is None:
         raise PolygpuError("variant: device_steps runs host loops on the device, but this "
                            "transformation has none (every kernel is launched once)",
@@ -271,7 +326,9 @@ def _prove_device_steps(an: Analysis, tr: Transformation, kernels: tuple[TiledKe
                            "shared memory or needs dynamic shared memory; set "
                            "\"shared\": false or equal thread counts", an.scop.loc)
     es = transformation_schedule(tr)
-    kinds = tuple("barrier" if k == "global" else k for k in es.kinds)
+    grid = tr.host.grid_dims
+    kinds = ("block",) * grid + tuple("barrier" if k == "global" else k
+                                      for k in es.kinds[grid:])
     prove_legal(an.dependences_with(tr.atomic), ExecutionSchedule(es.schedule, kinds))
 
 

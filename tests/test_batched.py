@@ -85,3 +85,66 @@ def test_a_batch_of_small_gemvs_gets_a_thread_per_row_of_each_element():
     chosen = plan_model.choose(prepare("kernels/batched_gemv.c", params=params),
                                params).variant
     assert chosen.tile == chosen.threads == (64, 4) and not chosen.shared
+
+
+BATCHED_CHOLESKY = "kernels/batched_cholesky.c"
+
+
+def _batch_candidate(prepared) -> int:
+    return next(k for k, tr in enumerate(prepared.candidates)
+                if tr.host is not None and tr.host.kind == "batch")
+
+
+def test_a_batch_of_factorizations_gets_the_elements_steps_inside_a_block():
+    """The element loop e is parallel; each element's pivot loop k carries dependences
+    between its threads.  The batch host schedule keeps e as the grid and k as steps;
+    the substitutions' rows (no parallel loop inside) are no steps but one thread's
+    loops.  The plain nests have no batch: the outer loop of cholesky.c is its pivot,
+    and a product's element has no steps of its own."""
+    from polygpu.schedule.host import batch_loops
+
+    prepared = prepare(BATCHED_CHOLESKY)
+    host = prepared.candidates[_batch_candidate(prepared)].host
+    assert host.grid_dims == 1 and len(host.names) == 3
+    # S0-S2 (the factor) at [e, 0, k]; S3-S6 (the solves) at one step each, [e, 1 | 2, 0]
+    assert str(host.of("S2")).count("[e, 0, k]") == 1
+    assert "[e, 1, 0]" in str(host.of("S3")) and "[e, 2, 0]" in str(host.of("S5"))
+    for plain in ("kernels/cholesky.c", BATCHED_MM):
+        assert batch_loops(prepare(plain).analysis) is None
+
+
+def test_a_batch_program_is_one_launch_of_a_block_per_element():
+    params = {"nb": 1000, "n": 8}
+    prepared = prepare(BATCHED_CHOLESKY, params=params)
+    c = _batch_candidate(prepared)
+    # device_steps is implied: a host loop over a million elements would be absurd
+    compiled = compile_variant(prepared, Variant(candidate=c, tile=(8, 8), threads=(8, 8),
+                                                 shared=False), params)
+    assert compiled.variant.device_steps
+    (launch,) = compiled.program.launches
+    assert launch.block == (64, 1, 1) and "nb" in launch.grid[0]
+    assert compiled.program.host_iterators == ()
+    text = compiled.program.source
+    assert "+ blockIdx.x;" in text and "__syncthreads();" in text
+    # the model (on the host-launched twin) counts one element's steps, times the
+    # elements: not 10^6 x 26 steps
+    sketch = plan_model.sketch(prepared, compiled.variant)
+    one, count = sketch.modelled_steps({"nb": 10**6, "n": 8})
+    assert count == 10**6 and 0 < len(one) <= 3 * 8 + 2
+    assert all(h[0] == 0 for _, h in one)
+
+
+@pytest.mark.parametrize("n", [1, 3, 5, 17])
+def test_batched_factorizations_are_exact_at_odd_sizes(n):
+    """ne = 37: the block-per-element program (steps inside the block) and the default
+    plan, each checked against the loop nest (factor and both substitutions)."""
+    params = {"nb": 37, "n": n}
+    prepared = prepare(BATCHED_CHOLESKY, params=params)
+    c = _batch_candidate(prepared)
+    for variant in (Variant(candidate=c, tile=(4, 8), threads=(4, 8), shared=False,
+                            device_steps=True),
+                    plan_model.choose(prepared, params).variant):
+        compiled = compile_variant(prepared, variant, params)
+        result = check_program(compiled.program, compiled.source_scop, BATCHED_CHOLESKY,
+                               params, seed=9)
+        assert result.ok, (variant, result.message)

@@ -14,10 +14,15 @@ events (one warm-up, median of ``--repeats``, stopping after 1 s); torch on the 
 shapes (no TF32).  ``roofline`` is the compulsory traffic (each array read or written
 once) over 3000 GB/s.
 
-Not built yet: Cholesky with a solve, the SoA layout, the plots of issue 21.  Only gemm
-has been timed on a GPU (``tuning/results/NVIDIA-H100-80GB-HBM3/batched.md``).
+``cholesky`` (``kernels/batched_cholesky.c``: in-place factor and solve of S + 2n I)
+against ``torch.linalg.cholesky`` + ``torch.cholesky_solve``.  ``--mappings`` also
+checks and times every plan the default ranked (thread per element, one block per
+element with the element's steps inside, ...): the model's pick against the best.
+
+Not built yet: the SoA layout, the plots of issue 21.
 
     python tuning/batched.py --op gemm --op gemv --op dot --out tuning/results/<gpu>
+    python tuning/batched.py --op cholesky --n 8 16 32 64 --mappings
     python tuning/batched.py --backend cpu --small                  # dry run
 """
 
@@ -40,10 +45,24 @@ from polygpu.pipeline import compile_variant, prepare  # noqa: E402
 from polygpu.runtime.device import get_device  # noqa: E402
 from polygpu.schedule.variant import Variant  # noqa: E402
 from polygpu.search import plan_model  # noqa: E402
+from polygpu.search.measurement import canonical  # noqa: E402
 
 KERNELS = {"gemm": ("batched_mm.c", "batched_mm"), "gemv": ("batched_gemv.c", "batched_gemv"),
-           "dot": ("batched_dot.c", "batched_dot")}
+           "dot": ("batched_dot.c", "batched_dot"),
+           "cholesky": ("batched_cholesky.c", "batched_cholesky")}
 BANDWIDTH = 3000e9  # bytes/s: the H100's copy rate (about 2975 GB/s measured)
+COPY_BYTES = 768e6  # the copy that measures a GPU's rate: 384 MB read, 384 MB written
+
+
+def copy_rate() -> float | None:
+    """This GPU's copy rate in bytes/s (torch, device to device, 384 MB each way), the
+    roofline's bandwidth where it is measured; None without torch."""
+    torch = _torch()
+    if torch is None:
+        return None
+    src = torch.rand(int(COPY_BYTES / 8), device="cuda")
+    dst = torch.empty_like(src)
+    return COPY_BYTES / (_median_ms(torch, lambda: dst.copy_(src), **TORCH_TIMING) * 1e-3)
 SQUARE = Variant(tile=(32, 32), threads=(8, 32))  # the default's block before fitting
 DOUBLE = ("DATA_TYPE=double",)
 TORCH_TIMING = {"repeats": 20, "warmup": 1, "budget_ms": 1000.0}
@@ -51,7 +70,8 @@ TORCH_TIMING = {"repeats": 20, "warmup": 1, "budget_ms": 1000.0}
 
 def words(op: str, n: int, nb: int) -> int:
     """Compulsory words moved: every input read and the output written once."""
-    return nb * {"gemm": 3 * n * n, "gemv": n * n + 2 * n, "dot": 2 * n + 1}[op]
+    return nb * {"gemm": 3 * n * n, "gemv": n * n + 2 * n, "dot": 2 * n + 1,
+                 "cholesky": 2 * (n * n + n)}[op]  # cholesky: a and b read and written
 
 
 def time_torch(op: str, n: int, nb: int, dtype: str) -> float | None:
@@ -60,6 +80,13 @@ def time_torch(op: str, n: int, nb: int, dtype: str) -> float | None:
         return None
     t = getattr(torch, dtype)
     torch.backends.cuda.matmul.allow_tf32 = False
+    if op == "cholesky":  # the same system: S + 2n I, lower triangle of a in [0.5, 1.5)
+        s = torch.rand(nb, n, n, dtype=t, device="cuda") + 0.5
+        s = torch.tril(s) + torch.tril(s, -1).transpose(1, 2) \
+            + 2 * n * torch.eye(n, dtype=t, device="cuda")
+        b = torch.rand(nb, n, 1, dtype=t, device="cuda")
+        return _median_ms(torch, lambda: torch.cholesky_solve(b, torch.linalg.cholesky(s)),
+                          **TORCH_TIMING)
     if op == "dot":
         x = torch.rand(nb, n, dtype=t, device="cuda")
         y = torch.rand(nb, n, dtype=t, device="cuda")
@@ -77,9 +104,18 @@ def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
     check = {"nb": 37, "n": n}
     prepared = prepare(spec, defines=defines, params=sizes)
     row = {"op": op, "n": n, "nb": nb, "dtype": dtype}
-    plans = [("default", plan_model.choose(prepared, sizes).variant)]
-    if op != "dot":  # a 1-d mapping had no square block to compare with
+    choice = plan_model.choose(prepared, sizes)
+    plans = [("default", choice.variant)]
+    if op not in ("dot", "cholesky"):  # a 1-d mapping had no square block to compare with
         plans.append(("square", SQUARE))
+    if args.mappings:  # every plan the default ranked: the model's pick against them all
+        row["ranking"] = [{"variant": r.variant.to_json(), "predicted_ms": r.seconds * 1e3,
+                           "detail": r.detail} for r in choice.ranking]
+        seen = {canonical(choice.variant.to_json())}
+        for k, r in enumerate(choice.ranking):
+            if r.seconds != float("inf") and canonical(r.variant.to_json()) not in seen:
+                seen.add(canonical(r.variant.to_json()))
+                plans.append((f"plan{k}", r.variant))
     for key, variant in plans:
         entry = {"variant": variant.to_json()}
         entry["check"] = checked(spec, function, defines, variant, device, check)
@@ -90,8 +126,8 @@ def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
     row["compulsory_bytes"] = words(op, n, nb) * (8 if dtype == "float64" else 4)
     if args.backend == "gpu" and not args.small:
         row["torch_ms"] = time_torch(op, n, nb, dtype)
-    print(json.dumps({k: row[k] for k in row if k not in ("default", "square")}
-                     | {key: row[key].get("ms") for key, _ in plans}),
+    print(json.dumps({k: row[k] for k in row if k not in ("ranking",) + tuple(
+                     key for key, _ in plans)} | {key: row[key].get("ms") for key, _ in plans}),
           file=sys.stderr, flush=True)
     return row
 
@@ -100,9 +136,12 @@ def markdown(data: dict) -> str:
     lines = [f"# Batched small elements on the {data['gpu']} ({data['date']})", "",
              "`tuning/batched.py`: nb elements one after another; polygpu's default plan "
              "and the fixed 32 x 32 block (2-d mappings) against torch in the same run "
-             "(gemm, gemv: torch.bmm; dot: (x * y).sum(-1)). Each program was checked "
+             "(gemm, gemv: torch.bmm; dot: (x * y).sum(-1); cholesky: torch.linalg.cholesky "
+             "then torch.cholesky_solve). Each program was checked "
              "against the loop nest on the device at nb = 37 first. Roofline: the "
-             "compulsory traffic at 3000 GB/s.", "",
+             f"compulsory traffic at {data.get('copy_gbs') or BANDWIDTH / 1e9:.0f} GB/s ("
+             + ("this GPU's copy rate, measured in the same run" if data.get("copy_gbs")
+                else "the H100's copy rate") + ").", "",
              "| op | dtype | n | nb | default block | default ms | roofline | 32 x 32 ms | "
              "torch ms | x torch | x 32 x 32 |",
              "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|"]
@@ -111,7 +150,7 @@ def markdown(data: dict) -> str:
         ms = r["default"].get("ms")
         square = r.get("square", {}).get("ms")
         peer = r.get("torch_ms")
-        roof = r["compulsory_bytes"] / BANDWIDTH * 1e3
+        roof = r["compulsory_bytes"] / (data.get("copy_gbs") or BANDWIDTH / 1e9) * 1e-6
         block = " x ".join(str(t) for t in r["default"]["variant"]["threads"])
         lines.append(
             f"| {r['op']} | {r['dtype']} | {r['n']} | {r['nb']} | {block} | {cell(ms)} | "
@@ -119,11 +158,38 @@ def markdown(data: dict) -> str:
             f"{cell(peer / ms if peer and ms else None, 2)} | "
             f"{cell(square / ms if square and ms else None, 2)} |")
     for r in data["rows"]:
-        for key in ("default", "square"):
-            if key in r and not r[key]["check"]["ok"]:
+        if "ranking" in r:
+            lines += _mappings(r)
+    for r in data["rows"]:
+        for key in [k for k in r if isinstance(r[k], dict) and "check" in r[k]]:
+            if not r[key]["check"]["ok"]:
                 lines += ["", f"- {r['op']} {key} n = {r['n']} {r['dtype']}: "
                               f"{r[key]['check']['message']}"]
     return "\n".join(lines) + "\n"
+
+
+def _mappings(r: dict) -> list[str]:
+    """The plans the default ranked at one (op, n), measured: the model's pick (the
+    default) against the best of them."""
+    timed = {k: v for k, v in r.items() if isinstance(v, dict) and v.get("ms")}
+    if not timed:
+        return []
+    best = min(v["ms"] for v in timed.values())
+    pick = r["default"].get("ms")
+    lines = ["", f"{r['op']} {r['dtype']} n = {r['n']}, nb = {r['nb']}: the default's "
+             f"pick {cell(pick)} ms, best plan {cell(best)} ms "
+             f"(pick / best {cell(pick / best if pick else None, 2)})",
+             "", "| plan | candidate | block | on the device | predicted ms | ms | x best |",
+             "|---|--:|---|---|--:|--:|--:|"]
+    predicted = {canonical(x["variant"]): x["predicted_ms"] for x in r["ranking"]}
+    for key, v in sorted(timed.items(), key=lambda kv: kv[1]["ms"]):
+        var = v["variant"]
+        lines.append(f"| {key} | {var['candidate']} | "
+                     f"{' x '.join(str(t) for t in var['threads'])} | "
+                     f"{'yes' if var.get('device_steps') else 'no'} | "
+                     f"{cell(predicted.get(canonical(var)))} | {cell(v['ms'])} | "
+                     f"{cell(v['ms'] / best, 2)} |")
+    return lines
 
 
 def main(argv=None) -> int:
@@ -136,6 +202,8 @@ def main(argv=None) -> int:
     p.add_argument("--megabytes", type=float, default=768.0,
                    help="the arrays' size at each n (default 768 MB)")
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--mappings", action="store_true",
+                   help="also check and time every plan the default ranked")
     p.add_argument("--out")
     args = p.parse_args(argv)
     device = get_device(args.backend)
@@ -148,6 +216,9 @@ def main(argv=None) -> int:
                 rows.append(run_size(op, n, nb, dtype, args, device))
     data = {"gpu": getattr(device, "name", args.backend),
             "date": datetime.date.today().isoformat(), "rows": rows}
+    if args.backend == "gpu" and not args.small:
+        rate = copy_rate()
+        data["copy_gbs"] = rate / 1e9 if rate else None
     text = markdown(data)
     print(text)
     if args.out:

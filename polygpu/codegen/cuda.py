@@ -205,15 +205,17 @@ def _parameter_list(scop: Scop, args: tuple[Argument, ...], host: bool = True) -
     return params
 
 
-def launch_steps(scop: Scop, statements: tuple[str, ...], name: str) -> isl.Set:
+def launch_steps(scop: Scop, statements: tuple[str, ...], name: str,
+                 grid_dims: int = 0) -> isl.Set:
     """The host steps at which a kernel with ``statements`` has work, as the set
     ``name[h..]`` over the region's parameters: the step region's parameter values
-    where a domain is non-empty, with the host iterators turned into set dimensions."""
+    where a domain is non-empty, with the host iterators turned into set dimensions
+    (all but the first ``grid_dims``, which stay parameters: a batch's element)."""
     steps = None
     for stmt in statements:
         params = scop.statement(stmt).domain.params()
         steps = params if steps is None else steps.union(params)
-    for h in scop.host:
+    for h in scop.host[grid_dims:]:
         k = steps.find_dim_by_name(isl.dim_type.param, h)
         steps = steps.move_dims(isl.dim_type.set, steps.dim(isl.dim_type.set),
                                 isl.dim_type.param, k, 1)
@@ -223,7 +225,8 @@ def launch_steps(scop: Scop, statements: tuple[str, ...], name: str) -> isl.Set:
 def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
              plan: MemoryPlan | None = None,
              sizes: Mapping[str, int] | None = None,
-             device_steps: bool = False, fast_math: bool = False) -> KernelProgram:
+             device_steps: bool = False, fast_math: bool = False,
+             grid_dims: int = 0) -> KernelProgram:
     """CUDA text and launch plan for the tiled kernels of one region, with the buffers
     the memory stage planned (none without a plan).
 
@@ -234,7 +237,10 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
     everything a kernel boundary does, so the host transformation's proof carries over
     (the pipeline proves it again with the steps as ``barrier`` dimensions); it trades
     the whole GPU for launch overhead, which pays for small steps (a triangular solve's
-    rows, a recurrence): thousands of launches become one.
+    rows, a recurrence): thousands of launches become one.  With ``grid_dims`` (a
+    ``batch`` host schedule, :mod:`polygpu.schedule.host`) the first host iterator is
+    not a loop but the block: one block per element of the batch, each running its
+    element's steps.
 
     ``sizes``: parameter values an unspecialized program is meant for (``compile -p``,
     ``optimize(params=...)``): where 32-bit index arithmetic would overflow at them, the
@@ -378,8 +384,10 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             steps.append(launch_steps(scop, kernel.statements, name))
     host_iterators = scop.host
     if device_steps:
-        parts.append(_steps_kernel(scop, kernels, bodies, args, block_threads, itype))
-        launches = [Launch(kernel=f"{scop.function}_steps", grid=("1", "1", "1"),
+        code, grid = _steps_kernel(scop, kernels, bodies, args, block_threads, itype,
+                                   grid_dims)
+        parts.append(code)
+        launches = [Launch(kernel=f"{scop.function}_steps", grid=(grid, "1", "1"),
                            block=(block_threads, 1, 1))]
         steps, host_iterators = [], ()
     return KernelProgram(
@@ -544,37 +552,69 @@ def _block_loops(kernel: TiledKernel, grid: list[str], body: list, itype: str,
 
 
 def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[list],
-                  args: tuple[Argument, ...], block_threads: int, itype: str) -> str:
-    """One kernel running the host loops: isl generates the loops over every
-    (step, kernel) in the launch order -- steps lexicographically, kernels in order --
-    and each kernel's body runs at its steps, the host iterators bound to the loop
-    values."""
+                  args: tuple[Argument, ...], block_threads: int, itype: str,
+                  grid_dims: int = 0) -> tuple[str, str]:
+    """One kernel running the host loops, and its grid (a C expression): isl generates
+    the loops over every (step, kernel) in the launch order -- steps lexicographically,
+    kernels in order -- and each kernel's body runs at its steps, the host iterators
+    bound to the loop values.  With ``grid_dims`` (one: a batch) the first host
+    iterator is the block's element, ``lower + blockIdx.x``, over the bounding range of
+    its values: isl guards the steps of values outside the set (a strided batch)."""
     schedule = None
-    n_host = len(scop.host)
+    n_host = len(scop.host) - grid_dims
     for kernel in kernels:
         name = f"{scop.function}_kernel{kernel.index}"
-        at = launch_steps(scop, kernel.statements, name)
+        at = launch_steps(scop, kernel.statements, name, grid_dims)
         m = isl.Map.identity(at.get_space().map_from_set()).intersect_domain(at)
         m = insert_constants(m, n_host, [kernel.index]).reset_tuple_id(isl.dim_type.out)
         m = isl.UnionMap.from_map(m)
         schedule = m if schedule is None else schedule.union(m)
+    context = schedule.params()
+    bind, grid = [], "1"
+    if grid_dims:
+        element = scop.host[0]
+        context, lower, extent = _element_range(context, element, scop.context)
+        grid = grid_expression(extent, 1)
+        build = isl.AstBuild.from_context(isl.Set.universe(lower.get_domain_space()))
+        bind = [cgen.Line(f"const {itype} {element} = "
+                          f"{build.expr_from_pw_aff(lower).to_C_str()} + blockIdx.x;")]
     # the steps carry the same parities as the kernels' domains (a descending strided
     # host loop): isl's failures on them are retried like the kernels'
-    ast = node_from_schedule_map(isl.AstBuild.from_context(schedule.params()), schedule)
+    ast = node_from_schedule_map(isl.AstBuild.from_context(context), schedule)
     index = {f"{scop.function}_kernel{k.index}": body
              for k, body in zip(kernels, bodies, strict=True)}
 
     def user(name, values):
-        bind = [cgen.Line(f"const int {h} = {v};") for h, v in zip(scop.host, values,
-                                                                    strict=True)]
+        bind = [cgen.Line(f"const int {h} = {v};") for h, v in zip(
+            scop.host[grid_dims:], values, strict=True)]
         return bind + index[name]
 
     emitter = Emitter(scop, 1, user=user, index64=itype != "int")
-    body = [cgen.Line(f"const int {_TID} = threadIdx.x;")] + emitter.node(ast)
+    body = [cgen.Line(f"const int {_TID} = threadIdx.x;")] + bind + emitter.node(ast)
     decl = cgen.FunctionDeclaration(
         cgen.Value("__global__ void",
                    f"__launch_bounds__({block_threads}) {scop.function}_steps"),
         _parameter_list(scop, args, host=False))
-    return ("// the host loops run on the device: one block, each host step's kernels "
-            "in order with a barrier after each\n"
-            + str(cgen.FunctionBody(decl, cgen.Block(body))))
+    what = ("one block per element of the batch, each running its element's steps in "
+            "order" if grid_dims else "one block, each host step's kernels in order")
+    return (f"// the host loops run on the device: {what}, with a barrier after each "
+            "kernel\n" + str(cgen.FunctionBody(decl, cgen.Block(body)))), grid
+
+
+def _element_range(params: isl.Set, element: str, region_context: isl.Set
+                   ) -> tuple[isl.Set, isl.PwAff, isl.PwAff]:
+    """The batch element's values as a range: the AST context (the region's context
+    and ``lower <= element <= upper``, which every launched block satisfies), the lower
+    bound and the extent ``upper - lower`` over the region's parameters."""
+    k = params.find_dim_by_name(isl.dim_type.param, element)
+    values = params.move_dims(isl.dim_type.set, 0, isl.dim_type.param, k, 1)
+    # no strides or holes: a range per parameter value
+    hull = isl.Set.from_basic_set(values.polyhedral_hull())
+    lower, upper = hull.dim_min(0).coalesce(), hull.dim_max(0).coalesce()
+    space = isl.Set.from_pw_aff(lower).get_space()
+    above = isl.Set.from_pw_aff(lower).apply(isl.Map.lex_le(space))  # x >= lower
+    below = isl.Set.from_pw_aff(upper).apply(isl.Map.lex_ge(space))  # x <= upper
+    inside = above.intersect(below).intersect_params(region_context.params())
+    context = inside.move_dims(isl.dim_type.param, k, isl.dim_type.set, 0, 1) \
+        .set_dim_name(isl.dim_type.param, k, element).params()
+    return context, lower, upper.sub(lower).coalesce()

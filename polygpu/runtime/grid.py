@@ -112,13 +112,16 @@ def names(text: str) -> frozenset[str]:
     )
 
 
-def launch_blocks(program: KernelProgram, values: Mapping[str, int]) -> list[int]:
+def launch_blocks(program: KernelProgram, values: Mapping[str, int],
+                  steps: Sequence[tuple[int, tuple[int, ...]]] | None = None) -> list[int]:
     """Thread blocks of each of ``program``'s launches at parameter ``values`` (refused
     when the program was specialized for others; with host loops, the most any of its
-    steps launches, 0 for a launch without steps)."""
+    steps launches, 0 for a launch without steps; ``steps``: those to look at, default
+    all ``program.steps``)."""
     params = program.parameter_values(values)
     blocks = [0] * len(program.launches)  # with host loops: the largest step's grid
-    for k, columns in _grids_by_launch(program, params, program.steps(values)).items():
+    steps = program.steps(values) if steps is None else steps
+    for k, columns in _grids_by_launch(program, params, steps).items():
         blocks[k] = int(max(math.prod(dims) for dims in zip(*columns, strict=True)))
     return blocks
 

@@ -13,7 +13,7 @@ of a per-step region (:func:`step_scop`): the whole optimizer -- dependences, sc
 tiling, memory placement, code generation -- runs on that region unchanged, and the
 kernels receive the host iterators as extra integer arguments.
 
-Three kinds of ``H`` are proposed (:func:`host_schedules`):
+Four kinds of ``H`` are proposed (:func:`host_schedules`):
 
 * ``loops`` -- the outermost loops that carry a dependence (and whose enclosing loops
   all do) with the statement-order constants of the original 2d+1 schedule around
@@ -27,6 +27,16 @@ Three kinds of ``H`` are proposed (:func:`host_schedules`):
   original loops of row-oriented LU or Cholesky give poor host schedules (LU's ``i``,
   ``j`` and ``k`` all carry dependences: five host dimensions); isl finds the pivot
   ``k`` of right-looking LU, one host loop whose steps are parallel.
+* ``batch`` -- a batch of independent elements (seed 000: a per-element Cholesky and
+  solve, ``for e: for k: ...``): an outermost *parallel* loop around every statement,
+  then the ``loops`` schedule of one element.  Its first dimension is not a host loop
+  but the grid: the generated program runs one element per thread block, the element's
+  own steps inside the block with barriers between them
+  (``codegen/cuda.py``, ``Variant.device_steps``).  Only loops with parallel loops
+  inside are steps: a sequential loop without (a substitution's rows) runs on one
+  thread inside its step.  It is proposed only where an element has steps of its own:
+  without them the ordinary mappings already give one element to a block or a group
+  of threads.
 
 Nothing here is trusted: the scheduler proves every host transformation against the
 original dependences (host dimensions as global barriers) before offering it.
@@ -54,7 +64,12 @@ class HostSchedule:
 
     schedule: isl.UnionMap
     names: tuple[str, ...]
-    kind: str  # 'loops' | 'wavefront'
+    kind: str  # 'loops' | 'wavefront' | 'isl' | 'batch'
+
+    @property
+    def grid_dims(self) -> int:
+        """Leading dimensions that are thread blocks, not steps (``batch``: one)."""
+        return 1 if self.kind == "batch" else 0
 
     def of(self, statement: str) -> isl.Map:
         for m in maps_of(self.schedule):
@@ -111,17 +126,40 @@ def _drop_constant_dims(maps: list[isl.Map]) -> list[isl.Map]:
 def host_loops(an: Analysis) -> HostSchedule | None:
     """The ``loops`` host schedule: per statement, its enclosing loops that carry a
     dependence from the outside in (stopping at the first that does not)."""
+    return _loop_prefix(an, batch=False)
+
+
+def batch_loops(an: Analysis) -> HostSchedule | None:
+    """The ``batch`` host schedule (module doc): the outermost loop, when it encloses
+    every statement and carries no dependence, then the ``loops`` schedule inside it;
+    None when there is no such loop or an element has no steps of its own."""
+    return _loop_prefix(an, batch=True)
+
+
+def _loop_prefix(an: Analysis, batch: bool) -> HostSchedule | None:
     scop = an.scop
     statements = [s for s in scop.statements if not s.domain.is_empty()]
     sequential = {lp.loop for lp in an.loops if not lp.parallel and not lp.reduction}
+    first = 0
+    if batch:
+        parallel = {lp.loop for lp in an.loops if lp.parallel}
+        outer = {s.loops[0] if s.loops else None for s in statements}
+        if len(outer) != 1 or None in outer or not outer <= parallel:
+            return None
+        first = 1
+        # a sequential loop with no parallel loop inside it (a substitution's rows)
+        # runs on one thread, in its kernel's time loops: no barrier steps
+        threaded = {lp for t in statements for d, lp in enumerate(t.loops)
+                    if any(inner in parallel for inner in t.loops[d + 1:])}
+        sequential &= threaded
     host_depth = {}
     for s in statements:
-        m = 0
+        m = first
         while m < len(s.loops) and s.loops[m] in sequential:
             m += 1
         host_depth[s.name] = m
     g = max(host_depth.values(), default=0)
-    if g == 0:
+    if g == first:
         return None
     maps = []
     for s in statements:
@@ -132,7 +170,8 @@ def host_loops(an: Analysis) -> HostSchedule | None:
         maps.append(_prefix(s, 2 * m if m == g else 2 * m + 1, 2 * g))
     maps = _drop_constant_dims(maps)
     names = _free_names(scop, maps[0].dim(isl.dim_type.out))
-    return HostSchedule(union_of(maps, scop.context.get_space()), names, "loops")
+    return HostSchedule(union_of(maps, scop.context.get_space()), names,
+                        "batch" if batch else "loops")
 
 
 def _loop_deltas(an: Analysis, stmts: list[Statement]) -> list[tuple[isl.Set, int]]:
@@ -284,7 +323,7 @@ def host_schedules(an: Analysis) -> list[HostSchedule]:
     """The host schedules worth trying for ``an``'s region, preferred first (an
     ``isl`` one only where it differs from the ``loops`` one)."""
     found = []
-    for make in (host_loops, wavefront, isl_host):
+    for make in (host_loops, wavefront, isl_host, batch_loops):
         host = make(an)
         if host is not None and not any(
                 h.schedule.is_equal(host.schedule) for h in found):

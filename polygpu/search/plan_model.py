@@ -18,7 +18,11 @@ launching host steps and running them on the device:
 * a device-steps plan runs every step's kernels one after the other in *one* block: per
   kernel and step, its instances over the block's threads in rounds of one dependent
   global access each (:data:`ROUND_SECONDS`), and never faster than one SM's share of
-  the bandwidth and issue rate.
+  the bandwidth and issue rate;
+* a batch (a ``batch`` host schedule: one element per block, its steps inside) is that
+  block's rounds on every resident block at once, and never faster than the compulsory
+  traffic (each array read and written once: an element's steps reuse it from the
+  caches) and the issue rate of the whole GPU.
 
 The constants were measured on the H100 (``tuning/results/NVIDIA-H100-80GB-HBM3/
 plans_polybench.md``): 8000 host launches of triangular solve took 72.8 ms (9.1 us per
@@ -36,12 +40,12 @@ from dataclasses import dataclass, replace
 
 from polygpu.errors import PolygpuError
 from polygpu.memory.placement import neighbour_reuse_only
-from polygpu.pipeline import Compiled, Prepared, compile_variant
+from polygpu.pipeline import Compiled, Prepared, batch_on_device, compile_variant
 from polygpu.runtime.grid import launch_blocks
 from polygpu.schedule.variant import MAX_MAPPED, Variant
 from polygpu.search.candidate import Candidate, LaunchCost
-from polygpu.search.cost import predicted_cost
-from polygpu.search.occupancy import SM_90, Limits
+from polygpu.search.cost import ISSUE_SATURATION, predicted_cost
+from polygpu.search.occupancy import SM_90, Limits, occupancy
 from polygpu.search.pruning import concurrency
 
 CANDIDATES = 3  # scheduler candidates the default considers
@@ -227,7 +231,7 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
     from polygpu.memory.traffic import estimated_traffic
 
     scop = c.kernel_scop
-    blocks = launch_blocks(c.program, params)
+    blocks = launch_blocks(c.program, params, c.modelled_steps(params)[0])
     names = [la.kernel for la in c.program.launches]
     double = any(a.dtype == "float64" for a in scop.arrays)
     costs = []
@@ -274,10 +278,54 @@ def device_steps_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], thr
     return total, f"one block of {threads} threads, {rounds_all:,} rounds"
 
 
+def compulsory_bytes(c: Compiled, params: Mapping[str, int]) -> int:
+    """Every array of the region read once and, where written, written once: the
+    traffic of a plan that reuses all it touches from the caches."""
+    from polygpu.runtime.inputs import eval_int
+
+    scop = c.analysis.scop
+    written = {a.array for s in scop.statements for a in s.writes}
+    read = {a.array for s in scop.statements for a in s.reads}
+    total = 0
+    for a in scop.arrays:
+        if a.kind == "temporary":
+            continue
+        words = math.prod(eval_int(e, params) for e in a.shape_exprs)
+        total += words * a.element_size * ((a.name in read) + (a.name in written))
+    return total
+
+
+def batch_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], threads: int,
+                  elements: int, registers: int, traffic: int, limits: Limits = SM_90
+                  ) -> tuple[float, str]:
+    """Seconds of a batch's device steps (``costs``: its host-launched twin's launches,
+    counted over all elements): each element's rounds as in
+    :func:`device_steps_seconds`, run by as many blocks at once as are resident;
+    at least ``traffic`` over the bandwidth and the instances over the issue rate."""
+    _, share = concurrency(threads, registers, 0, max(elements, 1),
+                           limits.multiprocessors, limits)
+    occupied = occupancy(threads, registers, 0, limits).blocks_per_sm
+    resident = max(1, min(elements, occupied * limits.multiprocessors))
+    rounds = 0
+    for x, width in zip(costs, widths, strict=True):
+        per_step = x.instances / max(x.runs, 1)
+        rounds += x.runs * max(1, math.ceil(per_step / max(1, min(threads, width))))
+    issue = sum(x.instances + x.operand_loads for x in costs) / (
+        limits.multiprocessors * limits.fp32_lanes_per_sm * limits.clock_hz
+    ) / max(min(1.0, share / ISSUE_SATURATION), 1e-9)
+    seconds = max(rounds * ROUND_SECONDS / resident, traffic / limits.dram_bytes_per_s,
+                  issue)
+    return seconds, (f"{elements:,} elements, one block of {threads} threads each, "
+                     f"{rounds // max(elements, 1):,} rounds per element, "
+                     f"{resident:,} blocks resident")
+
+
 def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
              limits: Limits = SM_90) -> PlanEstimate:
     """The model's seconds for ``variant`` at ``params`` (infinite, with the reason, for
     a plan that cannot be built)."""
+    if variant.candidate < len(prepared.candidates):
+        variant = batch_on_device(prepared.candidates[variant.candidate], variant)
     try:
         # a device-steps plan is counted on its host-launched twin (same kernels), which
         # the model needs tiled and placed, not generated
@@ -309,6 +357,13 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
         # the block is as wide as the widest kernel's (codegen/cuda.py _steps_kernel)
         threads = {la.kernel: math.prod(la.block) for la in c.program.launches}
         widths = [x.blocks * threads[x.kernel] for x in costs]
+        elements = c.batch_elements(params)
+        if c.transformation.host.grid_dims:
+            double = any(a.dtype == "float64" for a in c.kernel_scop.arrays)
+            seconds, detail = batch_seconds(
+                costs, widths, max(threads.values()), elements,
+                _registers(variant, double), compulsory_bytes(c, params), limits)
+            return PlanEstimate(variant, seconds, 1, detail)
         seconds, detail = device_steps_seconds(costs, widths, max(threads.values()), limits)
         return PlanEstimate(variant, seconds, 1, detail)
     candidate = Candidate("", variant, "kept", launches=costs)

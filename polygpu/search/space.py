@@ -103,7 +103,8 @@ def _value(pa: isl.PwAff, params: Mapping[str, int]) -> int:
         k = ctx.find_dim_by_name(isl.dim_type.param, name)
         if k >= 0:
             ctx = ctx.fix_val(isl.dim_type.param, k, isl.Val(v))
-    return pa.intersect_params(ctx).max_val().to_python()
+    top = pa.intersect_params(ctx).max_val()
+    return 0 if top.is_nan() else top.to_python()  # NaN: no point at these sizes
 
 
 def shapes(prepared: Prepared, params: Mapping[str, int], limit: int) -> list[Shape]:
@@ -354,7 +355,16 @@ def space(prepared: Prepared, params: Mapping[str, int],
     for s in shapes(prepared, params, options.candidates):
         found = variants(s, options)
         result += found
-        if prepared.candidates[s.candidate].host is not None:
+        host = prepared.candidates[s.candidate].host
+        if host is not None and host.grid_dims:
+            # a batch runs on the device only (pipeline.batch_on_device): every shape
+            # there, one element per block, unstaged like every device-steps plan
+            result = result[:len(result) - len(found)]
+            for v in found:
+                device = replace(v, device_steps=True, shared=False, prefetch=False)
+                if device not in result:
+                    result.append(device)
+        elif host is not None:
             seen = set()
             for v in found:
                 device = replace(v, device_steps=True, shared=False, prefetch=False)

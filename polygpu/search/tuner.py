@@ -258,14 +258,16 @@ def _sketch_one(prepared, variant: Variant, params: Mapping[str, int]) -> dict:
     per launch its traffic, instances, operand loads, grid and the concurrency of
     guessed registers (ptxas replaces it when the candidate is built)."""
     from polygpu.codegen.cuda import device_steps_possible
+    from polygpu.pipeline import batch_on_device
     from polygpu.search import plan_model
 
     if variant.candidate >= len(prepared.candidates):
         raise PolygpuError(f"variant: candidate {variant.candidate} does not exist")
     # a device-steps program (one launch running every kernel's steps) is counted on
     # its host-launched twin: the same kernels, one launch per kernel and step
+    variant = batch_on_device(prepared.candidates[variant.candidate], variant)
     c = plan_model.sketch(prepared, variant)
-    blocks = launch_blocks(c.program, params)
+    blocks = launch_blocks(c.program, params, c.modelled_steps(params)[0])
     costs = list(plan_model.launch_costs(c, params))
     threads = max(math.prod(la.block) for la in c.program.launches)
     shared = max(la.shared_bytes for la in c.program.launches)
@@ -277,14 +279,18 @@ def _sketch_one(prepared, variant: Variant, params: Mapping[str, int]) -> dict:
         if not device_steps_possible(tr.step.scop, c.kernels, c.memory):
             raise PolygpuError("variant: device_steps is impossible for these kernels")
         double = any(a.dtype == "float64" for a in c.kernel_scop.arrays)
-        _, guess = concurrency(threads, plan_model._registers(variant, double), 0, 1,
+        # a batch: one block per element, its steps reusing the element from the caches
+        elements = c.batch_elements(params)
+        traffic = plan_model.compulsory_bytes(c, params) if tr.host.grid_dims else \
+            sum(x.traffic_bytes for x in costs)
+        _, guess = concurrency(threads, plan_model._registers(variant, double), 0, elements,
                                SM_90.multiprocessors)
         costs = [LaunchCost(kernel=f"{c.program.function}_steps", runs=1,
-                            traffic_bytes=sum(x.traffic_bytes for x in costs),
+                            traffic_bytes=traffic,
                             instances=sum(x.instances for x in costs),
                             operand_loads=sum(x.operand_loads for x in costs),
-                            blocks=1, concurrency=guess)]
-        blocks, shared = [1], 0
+                            blocks=elements, concurrency=guess)]
+        blocks, shared = [elements], 0
     return {"traffic": sum(x.traffic_bytes for x in costs),
             "instances": sum(x.instances for x in costs),
             "prefetched": any(x.prefetched for x in costs),
