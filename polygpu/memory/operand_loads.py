@@ -10,8 +10,10 @@ operands for ``f_y f_x`` FMAs.  Runs of ``w`` consecutive points (``chunk``) alo
 dimension a buffer stores innermost load as vectors of up to 16 bytes.
 
 ``operand_loads`` is per kernel: instances (counted with isl at the parameters) and
-load instructions, both summed over statements.  Registers buffers (loaded once per
-thread) are free.  It is a model for ordering variants, not a prediction of time.
+load instructions, both summed over statements; a global read whose element jumps by
+more than a word between neighbouring threads counts as several (:data:`SCATTERED_LOAD`).
+Registers buffers (loaded once per thread) are free.  It is a model for ordering
+variants, not a prediction of time.
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 
 VECTOR_BYTES = 16  # the widest load a thread issues (ld.shared.v4.f32, LDG.128)
+# a global read whose element jumps between neighbouring threads (x) by s > 1 words:
+# the warp touches min(32, s) 128-byte lines, an L1 wavefront each -- one cycle of the
+# SM's load unit, the time of 128 FP32 lanes (the issue model's unit) per 32 threads --
+# so a load costs min(SCATTERED_LOAD, 4 s) against 1 for a coalesced one.  What a thread
+# per element of an AoS batch pays on every operand (H200, per-element Cholesky: 3.7 ms
+# at n = 8, 18.4 at 16, 49 at 64, L1-wavefront bound; results/NVIDIA-H200/batched.md)
+SCATTERED_LOAD = 128
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,33 @@ def instance_count(scop: Scop, statement: str, params: dict[str, int]) -> int:
     return int(count.eval(point.sample_point()).to_python())
 
 
+def _thread_stride(scop: Scop, kernel: TiledKernel, statement: str, acc,
+                   params: dict[str, int]) -> int:
+    """Words between the elements neighbouring threads along x read (row-major, at
+    ``params``); 0 when that is not one constant step or the element does not move."""
+    deltas = neighbour_deltas(kernel, statement, acc.relation, kernel.n_mapped)
+    if deltas is None or deltas.is_empty() or not deltas.is_singleton():
+        return 0
+    point = deltas.sample_point()
+    shape = [_at(e, params) for e in scop.array(acc.array).shape]
+    stride, below = 0, 1
+    for d in reversed(range(len(shape))):
+        stride += int(point.get_coordinate_val(isl.dim_type.set, d).to_python()) * below
+        below *= max(shape[d], 1)
+    return abs(stride)
+
+
+def _at(extent: isl.PwAff, params: dict[str, int]) -> int:
+    """A parametric extent at ``params`` (0 where unknown)."""
+    ctx = isl.Set.universe(extent.get_domain_space())
+    for name, v in params.items():
+        k = ctx.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            ctx = ctx.fix_val(isl.dim_type.param, k, isl.Val(v))
+    top = extent.intersect_params(ctx).max_val()
+    return 0 if top.is_nan() or not top.is_int() else int(top.to_python())
+
+
 def operand_loads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
                   plan: MemoryPlan | None = None) -> OperandLoads:
     """Instances and operand load instructions of ``kernel`` (module doc)."""
@@ -87,6 +123,10 @@ def operand_loads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
             if buffer is not None and buffer.space == "register":
                 continue
             distinct, vector = 1, 1
+            if buffer is None and kernel.n_mapped:
+                stride = _thread_stride(scop, kernel, name, acc, params)
+                if stride > 1:
+                    distinct = min(SCATTERED_LOAD, 4 * stride)
             for dim, f in zip(dims, points, strict=True):
                 if not kernel.unroll_dims or f == 1:
                     continue
