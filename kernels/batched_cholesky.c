@@ -6,13 +6,16 @@
 #ifndef DATA_TYPE
 #define DATA_TYPE float
 #endif
+#ifndef SQRT_FUN /* sqrt with DATA_TYPE=double (sqrtf rounds to float: PolyBench's macro) */
+#define SQRT_FUN sqrtf
+#endif
 
 void batched_cholesky(int nb, int n, DATA_TYPE a[nb][n][n], DATA_TYPE b[nb][n])
 {
 #pragma scop
   for (int e = 0; e < nb; e++) {
     for (int k = 0; k < n; k++) {
-      a[e][k][k] = sqrtf(a[e][k][k] + 2.0f * n);
+      a[e][k][k] = SQRT_FUN(a[e][k][k] + 2.0f * n);
       for (int i = k + 1; i < n; i++)
         a[e][i][k] = a[e][i][k] / a[e][k][k];
       for (int i = k + 1; i < n; i++)

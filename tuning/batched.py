@@ -64,7 +64,7 @@ def copy_rate() -> float | None:
     dst = torch.empty_like(src)
     return COPY_BYTES / (_median_ms(torch, lambda: dst.copy_(src), **TORCH_TIMING) * 1e-3)
 SQUARE = Variant(tile=(32, 32), threads=(8, 32))  # the default's block before fitting
-DOUBLE = ("DATA_TYPE=double",)
+DOUBLE = ("DATA_TYPE=double", "SQRT_FUN=sqrt")  # sqrtf would round to float
 TORCH_TIMING = {"repeats": 20, "warmup": 1, "budget_ms": 1000.0}
 
 
