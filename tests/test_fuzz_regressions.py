@@ -163,6 +163,19 @@ CASES = {
       }
     }
 """, {"tile": (8, 8), "threads": (2, 4), "chunk": 2, "prefetch": True}, 0, 7),
+    # a batch (host schedule 'batch') over a strided loop: the element's AST context
+    # named the element parameter twice, and isl generated an empty kernel (every B
+    # element left poisoned; caught by the check, 2026-11-28); now the context is the
+    # hull of the steps' parameters
+    "strided_batch_element_range": ("""
+    for (int i = 2; i < n; i += 2) {
+      for (int j = 0; j < i + 1; j += 1) {
+        for (int k = max(j - 2, 1); k < min(j + 1, n - 1); k += 1) {
+          B[k + i + 1][2 * i + 2] = 1.0;
+        }
+      }
+    }
+""", {"tile": (8, 8), "threads": (2, 4), "chunk": 2, "prefetch": True}, 3, 7),
 }
 
 

@@ -573,7 +573,7 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
     bind, grid = [], "1"
     if grid_dims:
         element = scop.host[0]
-        context, lower, extent = _element_range(context, element, scop.context)
+        context, lower, extent = _element_range(context, element)
         grid = grid_expression(extent, 1)
         build = isl.AstBuild.from_context(isl.Set.universe(lower.get_domain_space()))
         bind = [cgen.Line(f"const {itype} {element} = "
@@ -601,20 +601,16 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
             "kernel\n" + str(cgen.FunctionBody(decl, cgen.Block(body)))), grid
 
 
-def _element_range(params: isl.Set, element: str, region_context: isl.Set
-                   ) -> tuple[isl.Set, isl.PwAff, isl.PwAff]:
-    """The batch element's values as a range: the AST context (the region's context
-    and ``lower <= element <= upper``, which every launched block satisfies), the lower
-    bound and the extent ``upper - lower`` over the region's parameters."""
+def _element_range(params: isl.Set, element: str) -> tuple[isl.Set, isl.PwAff, isl.PwAff]:
+    """The batch element's values as a range: the AST context, the lower bound and the
+    extent ``upper - lower`` over the region's parameters (``params``: where some step
+    exists, ``element`` one of them).  The context is the polyhedral hull of ``params``
+    (no strides or holes: every launched block's element lies in it), and anything at
+    parameter values without elements -- so isl never drops a guard a launch needs."""
     k = params.find_dim_by_name(isl.dim_type.param, element)
-    values = params.move_dims(isl.dim_type.set, 0, isl.dim_type.param, k, 1)
-    # no strides or holes: a range per parameter value
-    hull = isl.Set.from_basic_set(values.polyhedral_hull())
-    lower, upper = hull.dim_min(0).coalesce(), hull.dim_max(0).coalesce()
-    space = isl.Set.from_pw_aff(lower).get_space()
-    above = isl.Set.from_pw_aff(lower).apply(isl.Map.lex_le(space))  # x >= lower
-    below = isl.Set.from_pw_aff(upper).apply(isl.Map.lex_ge(space))  # x <= upper
-    inside = above.intersect(below).intersect_params(region_context.params())
-    context = inside.move_dims(isl.dim_type.param, k, isl.dim_type.set, 0, 1) \
-        .set_dim_name(isl.dim_type.param, k, element).params()
+    hull = isl.Set.from_basic_set(params.polyhedral_hull())
+    values = hull.move_dims(isl.dim_type.set, 0, isl.dim_type.param, k, 1)
+    lower, upper = values.dim_min(0).coalesce(), values.dim_max(0).coalesce()
+    exists = hull.project_out(isl.dim_type.param, k, 1).align_params(hull.get_space())
+    context = hull.union(isl.Set.universe(hull.get_space()).subtract(exists)).coalesce()
     return context, lower, upper.sub(lower).coalesce()
