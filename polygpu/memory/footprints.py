@@ -69,6 +69,14 @@ def _footprint(scop: Scop, kernel: TiledKernel, array: str, kind: str, level: in
     return result.coalesce() if result is not None else None
 
 
+def touched(kernel: TiledKernel, statement: str, relation: isl.Map, level: int,
+            threads: bool) -> isl.Set:
+    """The elements ``relation`` (one reference of ``statement``, or part of its
+    instances) touches with the block, (the thread if ``threads``) and the first
+    ``level`` tile levels fixed, as parameters (:func:`footprint`'s coordinates)."""
+    return _touched(kernel, statement, level, threads, relation)
+
+
 @memo_by_identity(maxsize=1024)
 def _touched(kernel: TiledKernel, statement: str, level: int, threads: bool,
              relation: isl.Map) -> isl.Set:

@@ -31,7 +31,10 @@ copy while the kernel runs.  Why the copies are exact: inside a kernel no depend
 crosses threads or blocks (the tiled schedule was proven so), so a thread's registers
 and a tile's shared buffer only hold values no other thread writes meanwhile; a copy-in
 loads a footprint's elements before their first use, a copy-out stores exactly the
-elements written, and barriers separate copies from the computation.
+elements written, and barriers separate copies from the computation.  A register
+buffer skips the copies that carry no live value (:mod:`polygpu.memory.liveness`):
+elements every read of which follows a write in the kernel are not loaded, and a
+scratch array nobody reads after the kernel is not stored.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import islpy as isl
 
 from polygpu.frontend import ir
 from polygpu.memory.footprints import Box, bounding_box, footprint, uniform_base
+from polygpu.memory.liveness import dead_after, live_in_reads
 from polygpu.memory.padding import (
     CostModel,
     PaddingDecision,
@@ -513,6 +517,9 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
     where: dict[tuple[int, str], tuple[str, str]] = {}  # (kernel, array) -> (space, reason)
     users_of: dict[tuple[int, str], frozenset[str]] = {}  # statements using a shared buffer
     program_variant = variant
+    # the flow dependences of ``an`` are those of the kernels' own launches: the whole
+    # region's, or one host step's when the kernels are a step's (else: copy all)
+    exact_flow = tr.step is None or an is tr.step
     for kernel in kernels:
         variant = program_variant.for_kernel(kernel.index)
         budget = MAX_SHARED_BYTES
@@ -539,6 +546,11 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                 box = _register_box(an, reads, writes)
                 if box is not None and box.size <= MAX_REGISTERS and (
                         box.size == 1 or kernel.unroll_dims):
+                    if not atomic and exact_flow:  # the live copies only (liveness.py)
+                        reads = live_in_reads(an, kernel, array.name) \
+                            if reads is not None else None
+                        if writes is not None and dead_after(an, tr, kernel, array.name):
+                            writes = None
                     buffers.append(Buffer(kernel.index, array.name, "register",
                                           f"{array.name}_reg", array.dtype, 0, box, 0,
                                           reads, writes,

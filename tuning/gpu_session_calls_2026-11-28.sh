@@ -1,0 +1,24 @@
+# GPU calls of 2026-11-28 (tenth session): register buffers without dead copies
+# (polygpu/memory/liveness.py) against the tree before them (4994d90, unpacked from
+# .whl/base_4994d90.tgz), same GPU, same run
+BASE=4994d90; PROBE_LIMIT=240; . tuning/gpu_base_probe.sh
+case "$1" in
+liveness)  # GPU 0: l2dist shapes new vs base; GPU 1: the fp32 rows tuned (budget 12) at this tree
+  base; mkdir -p $OUT/t; sz="-p n1=2000 -p n2=2000 -p d=5419"; V=tuning/probe_variants_l2dist_registers.json
+  (export CUDA_VISIBLE_DEVICES=0; probe kernels/allpairs/l2dist.c l2dist_2000 $V $sz > $OUT/log0.txt 2>&1) &
+  (lane 1 timeout 560 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --tune 12 --out $OUT/t > $OUT/log1.txt 2>&1) &
+  wait; tail -30 $OUT/log0.txt; tail -6 $OUT/log1.txt; grep "^| [0-9]" $OUT/t/*.md
+  tar czf $OUT/liveness.tgz -C $OUT t log0.txt log1.txt $(cd $OUT && ls probe_*.json 2>/dev/null)
+  rm -rf $OUT/t $OUT/log*.txt ;;
+slices)  # GPU 0: the fp32 rows tuned (budget 12) with full slices; GPU 1: PolyBench defaults of the kernels
+         # the two changes touch (register accumulators, time tiles), this tree then the base tree
+  base; mkdir -p $OUT/t $OUT/pb_new $OUT/pb_base
+  ks="--kernel gemm --kernel mm2 --kernel mm3 --kernel syrk --kernel covariance --kernel gesummv"
+  (lane 0 timeout 540 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --tune 12 --out $OUT/t > $OUT/log0.txt 2>&1) &
+  (lane 1 timeout 260 python tuning/polybench.py $ks --out $OUT/pb_new > $OUT/log1.txt 2>&1
+   cd /tmp/base && PYTHONPATH=/tmp/site:/tmp/base CUDA_VISIBLE_DEVICES=1 timeout 260 python tuning/polybench.py $ks --out $OUT/pb_base >> $OUT/log1.txt 2>&1) &
+  wait; tail -5 $OUT/log0.txt; grep "^| [0-9]" $OUT/t/*.md; tail -3 $OUT/log1.txt
+  for d in pb_new pb_base; do echo $d; grep "^| [a-z]" $OUT/$d/polybench.md | cut -d'|' -f2,4; done
+  tar czf $OUT/slices.tgz -C $OUT t pb_new pb_base log0.txt log1.txt
+  rm -rf $OUT/t $OUT/pb_new $OUT/pb_base $OUT/log*.txt ;;
+esac
