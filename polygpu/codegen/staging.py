@@ -38,6 +38,7 @@ import cgen
 import islpy as isl
 
 from polygpu.codegen.expressions import INDEX64, BufferView, Printer, index_text
+from polygpu.codegen.full_slices import full_slices
 from polygpu.codegen.thread_ast import (
     ids,
     kernel_ast,
@@ -443,7 +444,7 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
     def user(name: str, args: list[str]) -> list:
         if name == "pg_tile":
             tile_params = _tile_params(tile, kernel, depth)
-            inner = _inner_ast(scop, kernel, depth, tile_params)
+            inner_context = _inner_context(scop, kernel, depth, tile_params)
             loads = []
             known = tile_params.intersect_params(context)
             for b in early:  # the next tile's elements, into registers, during the work
@@ -458,7 +459,7 @@ def staged_body(scop: Scop, kernel: TiledKernel, buffers: list[Buffer], emitter_
                                   + copy_loop(b, printer, kernel, scop, "load"))
                 block = cgen.Block([cgen.Line(f"const {itype} pg_next = {last} + 1;"), load])
                 loads.append(block if cond == "1" else cgen.If(cond, block))
-            work = emitter_factory(None).node(inner)
+            work = _work(scop, kernel, depth, inner_context, emitter_factory, printer)
             # the copies before it are done; its reads are done before the next copies
             # -- or, double-buffered, the next copies write the other buffers, and the
             # barrier of the next tile keeps the one after from overwriting these early
@@ -501,12 +502,32 @@ def _tile_params(tile: isl.Set, kernel: TiledKernel, depth: int) -> isl.Set:
     return params.params()
 
 
-def _inner_ast(scop: Scop, kernel: TiledKernel, depth: int, tile_params: isl.Set
-               ) -> isl.AstNode:
+def _inner_context(scop: Scop, kernel: TiledKernel, depth: int, tile_params: isl.Set
+                   ) -> isl.Set:
+    """The context of the thread's work in one tile: the thread's, with the first
+    ``depth`` tile levels as parameters ranging over ``tile_params``."""
     context = thread_context(scop, kernel, threads=True)
     names = list(kernel.level_names[:depth])
     context = with_params(context, names)
     tile_params = with_params(tile_params, param_names(context))
-    context = context.intersect_params(tile_params.align_params(context.get_space()))
-    return kernel_ast(scop, kernel, depth, context)
+    return context.intersect_params(tile_params.align_params(context.get_space()))
+
+
+def _work(scop: Scop, kernel: TiledKernel, depth: int, context: isl.Set, emitter_factory,
+          printer: Printer) -> list:
+    """The thread's work in one tile; where some tiles are full slices and others are
+    not (:mod:`polygpu.codegen.full_slices`), once for each, chosen by a condition every
+    thread of the block evaluates alike."""
+    full = full_slices(kernel, depth, context)
+    if full is None:
+        return emitter_factory(None).node(kernel_ast(scop, kernel, depth, context))
+    full = full.align_params(context.get_space())
+    context = context.align_params(full.get_space())
+    inside = emitter_factory(None).node(kernel_ast(scop, kernel, depth,
+                                                   context.intersect_params(full)))
+    # the rest under the whole context: the code as it would be without the split
+    # (correct in every tile), and no AST build for a disjunctive complement
+    rest = emitter_factory(None).node(kernel_ast(scop, kernel, depth, context))
+    cond = _condition(full, context.params(), printer.index64)
+    return [cgen.If(cond, cgen.Block(inside), cgen.Block(rest))]
 
