@@ -607,6 +607,35 @@ def test_c_reference_computes_in_double():
     assert x[0] == 1 / 3 + 1 / 3 + 1 / 3  # float32 would give 1.0000000298
 
 
+FLOAT_MATH_ON_DOUBLES_C = """
+#include <math.h>
+void roots(int n, double a[n], double b[n])
+{
+#pragma scop
+  for (int i = 0; i < n; i++)
+    b[i] = sqrtf(a[i]) + a[i];
+#pragma endscop
+}
+"""
+
+
+def test_float_functions_on_double_data_keep_float_rounding(tmp_path):
+    """A region without float data that calls ``sqrtf`` rounds to float, as C (and the
+    generated kernel) does: the double reference must not turn it into ``sqrt``."""
+    path = tmp_path / "roots.c"
+    path.write_text(FLOAT_MATH_ON_DOUBLES_C)
+    a = np.array([2.0, 3.0, 0.1, 7.5])
+    b = np.zeros(4)
+    run = reference.run_reference(load(str(path)), {"n": 4, "a": a, "b": b})
+    assert run.precision == "float64"
+    expected = np.sqrt(a.astype(np.float32)).astype(np.float64) + a
+    assert np.array_equal(b, expected) and not np.allclose(b, np.sqrt(a) + a, rtol=1e-10)
+    # and the compiled region passes its check (it failed before: error ~1e-8 > 1e-10)
+    c = compile_region(str(path))
+    result = check_program(c.program, c.source_scop, str(path), {"n": 37}, seed=3)
+    assert result.ok, result.message
+
+
 def test_c_reference_falls_back_to_float32_and_says_so(tmp_path):
     path = tmp_path / "clip.c"
     path.write_text('_Static_assert(sizeof(float) == 4, "float is 4 bytes");\n' + CLIP_C)

@@ -20,7 +20,9 @@ kernel (summing in another order) must be compared against.  Unlike a bare
 ``-Dfloat=double``, the substitution is made *after* the system headers are included, so
 glibc's ``float sqrtf(float)`` keeps its real type (with ``-Dfloat=double`` a call would pass
 a double where the library reads a float).  ``f``-suffixed literals stay float constants,
-the same values the kernel sees.  If the file does not compile that way (code outside the
+the same values the kernel sees.  A region without float data keeps its ``f`` functions:
+there ``sqrtf`` on a double is a deliberate float operation, which the kernel performs
+too (:func:`_keeping_float_functions`).  If the file does not compile that way (code outside the
 region that depends on ``float`` itself), the float32 build is used and the run says so.
 
 **Python input.**  The module is imported from its path and the function called with
@@ -387,6 +389,25 @@ _MODES = {
 }
 
 
+def _has_float(program: ir.Program) -> bool:
+    """Whether the region declares float data (an array, a scalar argument or a
+    temporary).  The IR has no float cast (the frontend drops them), so these are all."""
+    return any(d.dtype == "float32"
+               for d in (*program.arrays, *program.params, *program.temporaries))
+
+
+def _keeping_float_functions(prelude: str) -> str:
+    """``prelude`` without its remapping of the ``f`` functions (``#define sqrtf sqrt``).
+
+    In a region without float data, ``sqrtf(x)`` on a double is a deliberate float
+    operation -- the kernel rounds its argument and result to float, as C does -- not a
+    float32 program's approximation of ``sqrt``; a reference computing ``sqrt`` would
+    differ from the exact kernel by float rounding and fail the check falsely."""
+    names = set(_F32_FUNCTIONS)
+    return "".join(line for line in prelude.splitlines(keepends=True)
+                   if not (line.startswith("#define ") and line.split()[1] in names))
+
+
 def _library(program, defines, include_dirs, mode: str, parallel):
     """The reference library (``mode``: a key of ``_MODES``), with OpenMP loops when OpenMP
     accepts them (a loop whose condition is not in OpenMP's canonical form is not), else
@@ -408,6 +429,8 @@ def _build_c(program, defines, include_dirs, mode: str, parallel=()):
     prelude, after, mode_flags, stem, described = _MODES[mode]
     if prelude is None:
         prelude = _as_long_double()
+    if not _has_float(program):
+        prelude = _keeping_float_functions(prelude)
     gcc, _ = compiler.find_compiler("gcc")
     flags = ["-D" + d.removeprefix("-D") for d in defines]
     flags += ["-I" + i.removeprefix("-I") for i in include_dirs]
