@@ -21,4 +21,10 @@ slices)  # GPU 0: the fp32 rows tuned (budget 12) with full slices; GPU 1: PolyB
   for d in pb_new pb_base; do echo $d; grep "^| [a-z]" $OUT/$d/polybench.md | cut -d'|' -f2,4; done
   tar czf $OUT/slices.tgz -C $OUT t pb_new pb_base log0.txt log1.txt
   rm -rf $OUT/t $OUT/pb_new $OUT/pb_base $OUT/log*.txt ;;
+p2)  # p = 2 tuned once more on each GPU: two more samples of ours against torch's matmul cdist
+  mkdir -p $OUT/g0 $OUT/g1
+  (lane 0 timeout 300 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --p 2 --tune 12 --out $OUT/g0 > $OUT/log0.txt 2>&1) &
+  (lane 1 timeout 300 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --p 2 --tune 12 --out $OUT/g1 > $OUT/log1.txt 2>&1) &
+  wait; grep "^| [0-9]" $OUT/g0/*.md $OUT/g1/*.md
+  tar czf $OUT/p2.tgz -C $OUT g0 g1 log0.txt log1.txt; rm -rf $OUT/g0 $OUT/g1 $OUT/log*.txt ;;
 esac
