@@ -34,12 +34,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from polygpu.frontend import load
-    from polygpu.model.analysis import analyze
-    from polygpu.model.build import build_scop
     from polygpu.params import parse_params
-    from polygpu.pipeline import Prepared, compile_variant
+    from polygpu.pipeline import compile_variant, prepare
     from polygpu.runtime import gpu, inputs
-    from polygpu.schedule.candidates import candidates
     from polygpu.schedule.variant import Variant
     from polygpu.search import peers
 
@@ -48,10 +45,12 @@ def main(argv=None) -> int:
     if args.variants:
         with open(args.variants, encoding="utf-8") as f:
             variants += [Variant.from_json(v) for v in json.load(f)]
-    source = load(args.file)  # parsed once: the reference inputs and the model
-    analysis = analyze(build_scop(source))
-    prepared = Prepared(args.file, analysis, candidates(analysis))
-    scop = analysis.scop
+    source = load(args.file)  # the reference inputs
+    # the pipeline's own preparation: temporaries expanded, index sets split, snapshots
+    # taken, as compile and tune do (a model built here without them left l2dist's scalar
+    # temporary serialising every loop: its first variant ran for minutes)
+    prepared = prepare(args.file, params=params)
+    scop = prepared.source_scop or prepared.analysis.scop  # the caller's arrays
     ints = inputs.integer_parameters(source, params)
     shapes = inputs.array_shapes(source, ints)
     fresh = inputs.random_values(source, ints, shapes, np.random.default_rng(7))
