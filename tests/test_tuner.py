@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MV = str(ROOT / "kernels" / "mv.c")
 PARAMS = {"n": 256}
 SMALL = SpaceOptions(thread_totals=(256, 128, 64), factors=(1, 2), time_tiles=(16, 32),
-                     unrolls=(1,), blocked=(False,))
+                     unrolls=(1,), blocked=(False,), double_buffers=(False,))
 ENV = Environment("Fake GPU", "9.0", "13.0", "580", "0.1.0")
 needs_nvcc = pytest.mark.skipif(not shutil.which("nvcc"),
                                 reason="the real resource oracle runs nvcc and ptxas")

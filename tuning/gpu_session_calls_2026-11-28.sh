@@ -27,4 +27,12 @@ p2)  # p = 2 tuned once more on each GPU: two more samples of ours against torch
   (lane 1 timeout 300 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --p 2 --tune 12 --out $OUT/g1 > $OUT/log1.txt 2>&1) &
   wait; grep "^| [0-9]" $OUT/g0/*.md $OUT/g1/*.md
   tar czf $OUT/p2.tgz -C $OUT g0 g1 log0.txt log1.txt; rm -rf $OUT/g0 $OUT/g1 $OUT/log*.txt ;;
+barriers)  # eleventh session: l2dist's barriers -- double buffers, longer slices, 256-thread blocks (two a
+           # multiprocessor) -- probed on both GPUs, and torch's cdist in the same call
+  sz="-p n1=2000 -p n2=2000 -p d=5419"
+  (lane 0 timeout 470 python tuning/variant_probe.py kernels/allpairs/l2dist.c $sz --variants tuning/probe_variants_l2dist_barriers_a.json --repeats 20 -o $OUT/probe_l2dist_barriers_a.json > $OUT/log0.txt 2>&1
+   lane 0 python -c "import sys; sys.path.insert(0, 'tuning'); import allpairs; print('torch', allpairs.time_torch(2000, 2000, 5419, 2, 'float32'))" >> $OUT/log0.txt 2>&1) &
+  (lane 1 timeout 470 python tuning/variant_probe.py kernels/allpairs/l2dist.c $sz --variants tuning/probe_variants_l2dist_barriers_b.json --repeats 20 -o $OUT/probe_l2dist_barriers_b.json > $OUT/log1.txt 2>&1
+   lane 1 python -c "import sys; sys.path.insert(0, 'tuning'); import allpairs; print('torch', allpairs.time_torch(2000, 2000, 5419, 2, 'float32'))" >> $OUT/log1.txt 2>&1) &
+  wait; grep -v "^ " $OUT/log0.txt | cut -c1-400; grep -v "^ " $OUT/log1.txt | cut -c1-400 ;;
 esac

@@ -19,7 +19,11 @@ class LaunchCost:
     host steps; 1 without host loops): modelled global traffic, statement instances and
     operand loads, and the grid.  ``concurrency`` comes from ptxas (None before nvcc).
     The model prices each launch on its own: a small reduction kernel of 16 blocks
-    beside a wide product kernel is slow because of its grid, whatever the product's."""
+    beside a wide product kernel is slow because of its grid, whatever the product's.
+    ``barriers`` counts the ``__syncthreads`` its blocks pass (summed over blocks and
+    runs, :mod:`polygpu.memory.barriers`), ``resident_blocks`` how many of its blocks
+    share a multiprocessor (None before nvcc without a guess): a barrier idles the
+    multiprocessor only where no other block is there to issue."""
 
     kernel: str
     runs: int
@@ -29,6 +33,8 @@ class LaunchCost:
     blocks: int
     prefetched: bool = False
     concurrency: float | None = None
+    barriers: int = 0
+    resident_blocks: int | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,14 @@ ISSUE_SATURATION = 0.125
 LAUNCH_SECONDS = 8e-6
 
 
+# what a barrier costs a block alone on its multiprocessor: the wait for its slowest warp
+# and the refill of its pipelines, no other block's warps issuing meanwhile.  On the
+# H200, l2dist's tuned 512-thread blocks (one per SM) ran 2.263 / 2.244 ms with two
+# barriers a tile and 2.159 ms with one (double-buffered): about 550 cycles each
+# (tuning/results/NVIDIA-H200/probe_l2dist_barriers_*.json)
+BARRIER_CYCLES = 500
+
+
 def active_sms(blocks: int, sms: int) -> float:
     """The fraction of SMs a grid of ``blocks`` gives work to."""
     return min(1.0, blocks / sms)
@@ -45,7 +53,17 @@ def _launch_times(x: LaunchCost, limits: Limits) -> tuple[float, float]:
     memory = x.traffic_bytes / limits.dram_bytes_per_s / max(memory_share, 1e-9)
     issue = (x.instances + x.operand_loads) / (
         sms * limits.fp32_lanes_per_sm * limits.clock_hz) / max(issue_share, 1e-9)
-    return memory, issue
+    return memory, issue + barrier_seconds(x, limits)
+
+
+def barrier_seconds(x: LaunchCost, limits: Limits = SM_90) -> float:
+    """The time ``x``'s barriers idle the multiprocessors: :data:`BARRIER_CYCLES` each,
+    spread over the SMs the grid occupies, where a block is alone on its SM (with two or
+    more resident, the others issue while one waits; unknown residency counts nothing)."""
+    if not x.barriers or x.resident_blocks != 1:
+        return 0.0
+    sms = limits.multiprocessors * active_sms(max(x.blocks, 1), limits.multiprocessors)
+    return x.barriers * BARRIER_CYCLES / limits.clock_hz / sms
 
 
 def model_times(c: Candidate, limits: Limits = SM_90) -> tuple[float, float]:
@@ -63,7 +81,9 @@ def predicted_cost(c: Candidate, limits: Limits = SM_90) -> float:
     * the issue time: one instruction per statement instance plus its operand loads
       (:mod:`polygpu.memory.operand_loads`) over the GPU's FP32 issue rate --
       what orders compute-bound kernels like mm, whose traffic a good tiling has made
-      small: bigger register tiles and vector loads need fewer loads per FMA;
+      small: bigger register tiles and vector loads need fewer loads per FMA -- plus
+      the idle time of its barriers where a block is alone on its SM
+      (:func:`barrier_seconds`: what double-buffered copies halve);
 
     each over the share of the GPU that launch can use: the SMs its grid occupies and,
     on each, its concurrency up to what hides latency (a quarter of the warp slots for

@@ -85,7 +85,7 @@ HOPELESS = 4.0
 
 # steps of distance() per field that differs (tiles and threads: per factor of 2)
 _FIELD_STEPS = {"jam": 1.0, "shared": 1.0, "blocked": 1.0, "chunk": 0.5, "prefetch": 0.5,
-                "time_tile": 1.0, "unroll": 0.5}
+                "double_buffer": 0.5, "time_tile": 1.0, "unroll": 0.5}
 _CANDIDATE_STEPS = 3.0  # another scheduler candidate: another program altogether
 _DEVICE_STEPS = 2.0
 

@@ -227,6 +227,7 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
     middle step, times the steps), its grid, and -- with ``guess_concurrency`` -- the
     concurrency the occupancy calculator gives for guessed registers (the tuner leaves
     it None and takes it from ptxas later)."""
+    from polygpu.memory.barriers import block_barriers
     from polygpu.memory.operand_loads import operand_loads
     from polygpu.memory.traffic import estimated_traffic
 
@@ -238,13 +239,15 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
     for k, name, values, times in c.modelled_launches(params):
         launch = c.program.launches[names.index(name)]
         loads = operand_loads(scop, k, values, c.memory)
-        conc = None
+        conc = resident = None
         if guess_concurrency:
             shared = c.memory.shared_bytes(k.index) + launch.shared_bytes
-            _, conc = concurrency(math.prod(launch.block),
-                                  _registers(c.variant.for_kernel(k.index), double),
+            registers = _registers(c.variant.for_kernel(k.index), double)
+            _, conc = concurrency(math.prod(launch.block), registers,
                                   shared, max(blocks[names.index(name)], 1),
                                   limits.multiprocessors, limits)
+            resident = occupancy(math.prod(launch.block), registers, shared,
+                                 limits).blocks_per_sm
         costs.append(LaunchCost(
             kernel=name, runs=times,
             traffic_bytes=sum(t.bytes for t in estimated_traffic(
@@ -252,7 +255,8 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
             instances=loads.instances * times, operand_loads=round(loads.loads * times),
             blocks=blocks[names.index(name)],
             prefetched=c.memory.prefetches(k.index),
-            concurrency=conc))
+            concurrency=conc, barriers=block_barriers(scop, k, values, c.memory) * times,
+            resident_blocks=resident))
     return tuple(costs)
 
 

@@ -21,7 +21,7 @@ from polygpu.runtime.grid import launch_blocks
 from polygpu.schedule.variant import Variant
 from polygpu.search.candidate import Candidate
 from polygpu.search.measurement import canonical
-from polygpu.search.occupancy import Limits
+from polygpu.search.occupancy import Limits, occupancy
 from polygpu.search.pruning import concurrency
 from polygpu.search.resources import ResourceOracle
 
@@ -101,15 +101,18 @@ class Pool:
             smem = launch.shared_bytes + (res.shared_static if res else 0)
             o, k = concurrency(math.prod(launch.block), r, smem, blocks,
                                limits.multiprocessors, limits)
-            by_kernel[launch.kernel] = k
+            by_kernel[launch.kernel] = k, occupancy(math.prod(launch.block), r, smem,
+                                                    limits).blocks_per_sm
             regs = max(regs, r)
             spills += (res.spill_stores + res.spill_loads) if res else 0
             # the launch with the most threads stands for the program: a small
             # initialisation kernel beside it says nothing about the bandwidth drawn
             if blocks * math.prod(launch.block) > most_threads:
                 most_threads, occ, conc = blocks * math.prod(launch.block), o, k
-        # ptxas' concurrency replaces the guess the candidate was costed with
-        costs = tuple(replace(x, concurrency=by_kernel.get(x.kernel, x.concurrency))
-                      for x in c.launches)
+        # ptxas' concurrency (and blocks per SM) replaces the guess the candidate was
+        # costed with
+        costs = tuple(replace(x, concurrency=by_kernel[x.kernel][0],
+                              resident_blocks=by_kernel[x.kernel][1])
+                      if x.kernel in by_kernel else x for x in c.launches)
         return replace(c, registers=regs, occupancy=occ, concurrency=conc,
                        spill_bytes=spills, launches=costs)
