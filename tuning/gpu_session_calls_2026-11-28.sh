@@ -39,8 +39,17 @@ dbtune)  # eleventh session: barriers in the model, double buffers in the space.
          # (budget 12); GPU 1: mm at 2048 tuned (budget 12) with this tree, then the tree before (20b60bb)
   BASE=20b60bb; base; mkdir -p $OUT/t $OUT/mm_new $OUT/mm_base
   (lane 0 timeout 560 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --p 2 --p 1 --p 3 --tune 12 --out $OUT/t > $OUT/log0.txt 2>&1) &
-  (lane 1 timeout 270 python -m polygpu tune kernels/mm.c -p n=2048 --budget 12 --no-db --report $OUT/mm_new > $OUT/log1.txt 2>&1
-   cd /tmp/base && PYTHONPATH=/tmp/site:/tmp/base CUDA_VISIBLE_DEVICES=1 timeout 270 python -m polygpu tune kernels/mm.c -p n=2048 --budget 12 --no-db --report $OUT/mm_base >> $OUT/log1.txt 2>&1) &
+  (lane 1 timeout 270 python -m polygpu tune kernels/mm.c -p n=2048 --budget 12 --no-db -o $OUT/mm_new --report $OUT/mm_new > $OUT/log1.txt 2>&1
+   cd /tmp/base && PYTHONPATH=/tmp/site:/tmp/base CUDA_VISIBLE_DEVICES=1 timeout 270 python -m polygpu tune kernels/mm.c -p n=2048 --budget 12 --no-db -o $OUT/mm_base --report $OUT/mm_base >> $OUT/log1.txt 2>&1) &
   wait; tail -4 $OUT/log0.txt; grep "^| [0-9]" $OUT/t/*.md; grep -v "^ *[0-9]*/" $OUT/log1.txt | tail -40 | cut -c1-200
   tar czf $OUT/dbtune.tgz -C $OUT t mm_new mm_base log0.txt log1.txt; rm -rf $OUT/t $OUT/mm_new $OUT/mm_base $OUT/log*.txt ;;
+dbtune2)  # eleventh session: GPU 0: l2dist's 128 x 128 tile with threads 16 x 32 and 32 x 16, one and two buffers,
+          # in one run, then p = 2 tuned again; GPU 1: mm at 2048 tuned (budget 12), this tree, then 20b60bb
+  BASE=20b60bb; base; mkdir -p $OUT/t $OUT/mm_new $OUT/mm_base; sz="-p n1=2000 -p n2=2000 -p d=5419"
+  (lane 0 timeout 200 python tuning/variant_probe.py kernels/allpairs/l2dist.c $sz --variants tuning/probe_variants_l2dist_threads_db.json --repeats 20 -o $OUT/probe_l2dist_threads_db.json > $OUT/log0.txt 2>&1
+   lane 0 timeout 330 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --p 2 --tune 12 --out $OUT/t >> $OUT/log0.txt 2>&1) &
+  (lane 1 timeout 280 python -m polygpu tune kernels/mm.c -p n=2048 --budget 12 --no-db -o $OUT/mm_new --report $OUT/mm_new > $OUT/log1.txt 2>&1
+   cd /tmp/base && PYTHONPATH=/tmp/site:/tmp/base CUDA_VISIBLE_DEVICES=1 timeout 280 python -m polygpu tune kernels/mm.c -p n=2048 --budget 12 --no-db -o $OUT/mm_base --report $OUT/mm_base >> $OUT/log1.txt 2>&1) &
+  wait; grep -v "^ " $OUT/log0.txt | grep "ms\|torch" | cut -c1-300; grep "^| [0-9]" $OUT/t/*.md; grep -v "^ *[0-9]*/" $OUT/log1.txt | tail -40 | cut -c1-200
+  tar czf $OUT/dbtune2.tgz -C $OUT t mm_new mm_base log0.txt log1.txt; rm -rf $OUT/t $OUT/mm_new $OUT/mm_base $OUT/log*.txt ;;
 esac
