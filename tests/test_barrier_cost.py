@@ -126,3 +126,19 @@ def test_space_offers_staged_time_tiles_with_two_buffers():
     assert not any(v.double_buffer for v in points if not v.shared)
     single = space(prepared, {"n": 1024}, SpaceOptions(candidates=1, double_buffers=(False,)))
     assert not any(v.double_buffer for v in single)
+
+
+def test_priced_alike_one_buffer_is_ordered_before_two():
+    """Two blocks a multiprocessor: the twins cost the same, and the one with one buffer
+    (half the shared memory) comes first -- by the key alone the twin would ("do" <
+    "ja")."""
+    from polygpu.search.cost import model_order
+
+    launch = LaunchCost("k", 1, 10**9, 10**9, 0, blocks=1000, concurrency=0.5,
+                        barriers=10**6, resident_blocks=2)
+    one = Variant(tile=(128, 128), threads=(16, 16), jam=True)
+    two = Variant(tile=(128, 128), threads=(16, 16), jam=True, double_buffer=True)
+    a = Candidate(Pool.key_of(one), one, "kept", launches=(launch,))
+    b = Candidate(Pool.key_of(two), two, "kept", launches=(launch,))
+    assert predicted_cost(a) == predicted_cost(b) and b.key < a.key
+    assert sorted([b, a], key=model_order) == [a, b]

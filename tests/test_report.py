@@ -250,3 +250,18 @@ def test_variant_text_with_per_kernel_variants():
     text = "tile=32,64 threads=4,32 jam=True; kernel 0: unroll=2; kernel 1: tile=32,32 " \
         "threads=8,32"
     assert variant_text(v) == _variant_cell(v) == text
+
+
+def test_variant_text_with_double_buffers_and_fast_math():
+    # `polygpu tune`'s table raised KeyError('double_buffer') once the space offered
+    # double-buffered variants: to_json leaves the field out when it is off
+    from polygpu.cli.tune import _variant_cell
+    from polygpu.search.summary import variant_text
+
+    v = Variant(tile=(128, 128), threads=(16, 32), jam=True, double_buffer=True,
+                fast_math=True)
+    assert variant_text(v) == _variant_cell(v) == \
+        "tile=128,128 threads=16,32 jam=True double_buffer=True fast_math=True"
+    per_kernel = Variant(tile=(32, 64), threads=(4, 32)).with_kernel(
+        1, Variant(tile=(32, 64), threads=(4, 32), double_buffer=True))
+    assert variant_text(per_kernel) == "tile=32,64 threads=4,32; kernel 1: double_buffer=True"

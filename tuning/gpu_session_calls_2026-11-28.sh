@@ -52,4 +52,12 @@ dbtune2)  # eleventh session: GPU 0: l2dist's 128 x 128 tile with threads 16 x 3
    cd /tmp/base && PYTHONPATH=/tmp/site:/tmp/base CUDA_VISIBLE_DEVICES=1 timeout 280 python -m polygpu tune kernels/mm.c -p n=2048 --budget 12 --no-db -o $OUT/mm_base --report $OUT/mm_base >> $OUT/log1.txt 2>&1) &
   wait; grep -v "^ " $OUT/log0.txt | grep "ms\|torch" | cut -c1-300; grep "^| [0-9]" $OUT/t/*.md; grep -v "^ *[0-9]*/" $OUT/log1.txt | tail -40 | cut -c1-200
   tar czf $OUT/dbtune2.tgz -C $OUT t mm_new mm_base log0.txt log1.txt; rm -rf $OUT/t $OUT/mm_new $OUT/mm_base $OUT/log*.txt ;;
+dbtune3)  # eleventh session, after the tie-break and the tune table's fix: mm at 2048 tuned (budget 12) with this
+          # tree on GPU 0 and with 20b60bb on GPU 1 at once; then p = 2 tuned again on GPU 0
+  BASE=20b60bb; base; mkdir -p $OUT/t $OUT/mm_new $OUT/mm_base
+  (lane 0 timeout 280 python -m polygpu tune kernels/mm.c -p n=2048 --budget 12 --no-db -o $OUT/mm_new --report $OUT/mm_new > $OUT/log0.txt 2>&1
+   lane 0 timeout 280 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --p 2 --tune 12 --out $OUT/t >> $OUT/log0.txt 2>&1) &
+  (cd /tmp/base && PYTHONPATH=/tmp/site:/tmp/base CUDA_VISIBLE_DEVICES=1 timeout 280 python -m polygpu tune kernels/mm.c -p n=2048 --budget 12 --no-db -o $OUT/mm_base --report $OUT/mm_base > $OUT/log1.txt 2>&1) &
+  wait; grep "^| [0-9]" $OUT/t/*.md; for f in log0 log1; do grep -A24 "^mm at n" $OUT/$f.txt | grep -v "specialize=True  *│  *│\|^ *│  *│" | cut -c1-170; done
+  tar czf $OUT/dbtune3.tgz -C $OUT t mm_new mm_base log0.txt log1.txt; rm -rf $OUT/t $OUT/mm_new $OUT/mm_base $OUT/log*.txt ;;
 esac

@@ -95,6 +95,8 @@ def predicted_cost(c: Candidate, limits: Limits = SM_90) -> float:
 
 def model_order(c: Candidate, limits: Limits = SM_90) -> tuple:
     """Sort key of the ``model`` strategy: predicted cost, then the sum of the two
-    times (of two compute-bound variants, the one with less traffic), then the key."""
+    times (of two compute-bound variants, the one with less traffic), then one buffer
+    before two (priced alike, two buffers save no barrier the model sees, and take
+    twice the shared memory), then the key."""
     memory, issue = model_times(c, limits)
-    return (predicted_cost(c, limits), memory + issue, c.key)
+    return (predicted_cost(c, limits), memory + issue, c.variant.double_buffer, c.key)

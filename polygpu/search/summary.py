@@ -11,7 +11,7 @@ gets its ratio ``peer time / candidate time`` (above 1: faster than cuBLAS).
 from __future__ import annotations
 
 import multiprocessing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from polygpu.schedule.variant import Variant
 from polygpu.search.metrics import Roofline, Workload, workload
@@ -62,10 +62,12 @@ def variant_text(v: Variant) -> str:
     """The fields of ``v`` that differ from the defaults, compactly (tile and threads
     always), then each kernel's own fields where a per-kernel variant sets them:
     ``tile=32,64 threads=8,32 jam=True; kernel 1: tile=32,32 threads=8,32``."""
-    default = Variant().to_json()
+    # the defaults of every field (to_json leaves out double_buffer and fast_math when
+    # they are off, so it cannot be the reference)
+    default = {f.name: getattr(Variant(), f.name) for f in fields(Variant)}
     parts = []
     for k, value in replace(v, kernels=()).to_json().items():
-        if k in ("tile", "threads") or value != default[k]:
+        if k in ("tile", "threads") or _shown(value) != _shown(default[k]):
             parts.append(f"{k}={_shown(value)}")
     text = " ".join(parts)
     order = list(default)
