@@ -81,7 +81,8 @@ class SpaceOptions:
     prefetch: tuple[bool, ...] = (True,)  # staged copy-ins through registers
     # staged time tiles with two buffers each, used in turn (one barrier a tile, not
     # two): 4.6 % for l2dist's tuned blocks alone on their SMs (H200), within +-7 % for
-    # mm's 256-thread blocks (H100); the model charges barriers, so it tells them apart
+    # mm's 256-thread blocks (H100); the model charges barriers where a block is alone
+    # on its SM, and elsewhere prices the twins alike (one buffer first)
     double_buffers: tuple[bool, ...] = (False, True)
     shared: tuple[bool, ...] = (True, False)
     blocked: tuple[bool, ...] = (False, True)
