@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 import islpy as isl
 
 from polygpu.memory.placement import MemoryPlan
-from polygpu.model.dependences import maps_of
+from polygpu.memory.traffic import tile_maps
 from polygpu.model.isl_util import count_points
 from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.tiling import TiledKernel
@@ -32,19 +32,12 @@ def _tile_coordinates(scop: Scop, kernel: TiledKernel, level: int,
     """``{ [b.., o_0..o_{level-1}] }``: the tiles of ``kernel`` (its blocks, and the first
     ``level`` tile-level coordinates) that hold an instance of ``statements`` (all of
     the kernel's when None); None when there are none."""
-    m = kernel.n_mapped
-    wanted = None if statements is None else set(statements)
     found = None
-    for piece in maps_of(kernel.schedule):
-        name = piece.get_tuple_name(isl.dim_type.in_)
-        if wanted is not None and name not in wanted:
+    for name, tiles_of in tile_maps(kernel, level).items():
+        if statements is not None and name not in statements:
             continue
-        n_out = piece.dim(isl.dim_type.out)
-        # [b (m), thread (m), o ...]: keep the blocks and the first ``level`` o's
-        keep = piece.project_out(isl.dim_type.out, 2 * m + level, n_out - 2 * m - level)
-        keep = keep.project_out(isl.dim_type.out, m, m)
-        domain = scop.statement(name).domain.align_params(keep.get_space())
-        tiles = keep.intersect_domain(domain).range()
+        domain = scop.statement(name).domain.align_params(tiles_of.get_space())
+        tiles = tiles_of.intersect_domain(domain).range()
         found = tiles if found is None else found.union(tiles)
     return found
 

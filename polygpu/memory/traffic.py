@@ -44,8 +44,10 @@ class Traffic:
         return (self.loads + self.stores) * self.element_size
 
 
-def _tiles(kernel: TiledKernel, level: int) -> dict[str, isl.Map]:
-    """statement -> ``{ S[x] -> [b.., o_0..o_{level-1}] }``"""
+def tile_maps(kernel: TiledKernel, level: int) -> dict[str, isl.Map]:
+    """statement -> ``{ S[x] -> [b.., o_0..o_{level-1}] }``: the tile (block, and the
+    first ``level`` tile-level coordinates) of each instance (not restricted to the
+    statement's domain)."""
     m = kernel.n_mapped
     tiles = {}
     for piece in maps_of(kernel.schedule):
@@ -91,7 +93,7 @@ def _array_pairs(scop: Scop, kernel: TiledKernel, plan: MemoryPlan | None):
     buffers = plan.of_kernel(kernel.index) if plan else {}
     for array in scop.arrays:
         b = buffers.get(array.name)
-        blocks = _tiles(kernel, b.level if b is not None and b.space == "shared" else 0)
+        blocks = tile_maps(kernel, b.level if b is not None and b.space == "shared" else 0)
         pairs = {"read": None, "write": None}
         counted: dict[str, list] = {"read": [], "write": []}
         for acc in scop.accesses:

@@ -64,7 +64,8 @@ def variant_text(v: Variant) -> str:
     ``tile=32,64 threads=8,32 jam=True; kernel 1: tile=32,32 threads=8,32``."""
     # the defaults of every field (to_json leaves out double_buffer and fast_math when
     # they are off, so it cannot be the reference)
-    default = {f.name: getattr(Variant(), f.name) for f in fields(Variant)}
+    plain = Variant()
+    default = {f.name: getattr(plain, f.name) for f in fields(Variant)}
     parts = []
     for k, value in replace(v, kernels=()).to_json().items():
         if k in ("tile", "threads") or _shown(value) != _shown(default[k]):
