@@ -23,6 +23,7 @@ from polygpu.search.explore import distance
 from polygpu.search.measurement import canonical
 from polygpu.search.resources import FixedResources
 from polygpu.search.runner import SyntheticRunner
+from polygpu.search.space import SpaceOptions
 from polygpu.search.strategies import model
 from polygpu.search.tuner import GIVE_UP_FLOOR_MS, TuneOptions, tune
 
@@ -187,7 +188,12 @@ def test_the_search_compiles_a_bounded_number_beyond_the_budget(counted, budget)
     assert space > 400  # the space is large ...
     # ... but only a few of it is costed, built and checked
     walk = budget - plans
-    assert counted["sketch"] <= explore.COSTED_PER_TIMED * walk + plan_model_plans()
+    # tiles costed: a tile in all its thread layouts counts once (at most one layout
+    # per x extent of the space)
+    tiles = {explore.layout_family(c.variant) for c in result.candidates
+             if c.traffic_bytes is not None}
+    assert len(tiles) <= explore.COSTED_PER_TIMED * walk + plan_model_plans()
+    assert counted["sketch"] <= len(SpaceOptions().x_threads) * len(tiles)
     # code generated: at most what was costed; not counting the candidates whose code
     # was another's (duplicates, which no ptxas run follows), a few per timed one
     duplicates = sum(1 for c in result.candidates if c.stage == "duplicate")
@@ -229,6 +235,39 @@ def test_distance_counts_steps():
     # per-kernel overrides: the kernel that differs decides
     b = a.with_kernel(1, replace(a, tile=(128, 32)))
     assert distance(a, b) == 2 and distance(b, b) == 0
+
+
+def test_thread_layouts_of_one_tile_are_one_family():
+    a = Variant(candidate=0, tile=(128, 128), threads=(32, 16))
+    family = explore.layout_family(a)
+    assert explore.layout_family(replace(a, threads=(16, 32))) == family
+    assert explore.layout_family(replace(a, threads=(8, 64))) == family
+    assert explore.layout_family(replace(a, threads=(16, 16))) != family  # fewer threads
+    assert explore.layout_family(replace(a, tile=(64, 128))) != family
+    assert explore.layout_family(replace(a, double_buffer=True)) != family
+    # per-kernel threads too
+    b = a.with_kernel(1, replace(a, threads=(16, 32)))
+    c = a.with_kernel(1, replace(a, threads=(8, 64)))
+    assert explore.layout_family(b) == explore.layout_family(c) != family
+
+
+def test_the_walk_costs_every_thread_layout_of_a_tile_it_costs():
+    """l2dist at the paper's shape: every tile timed was costed in all its thread
+    layouts of the same size (32 x 16 ran 3 % behind the never-costed 16 x 32 on the
+    H200, distance() putting them four steps apart), though the walk is bounded."""
+    spec = str(ROOT / "kernels" / "allpairs" / "l2dist.c")
+    result = tune(spec, {"n1": 2000, "n2": 2000, "d": 5419}, SyntheticRunner(),
+                  function="l2dist", options=TuneOptions(budget=8, jobs=1),
+                  oracle=FixedResources())
+    families = collections.defaultdict(list)
+    for c in result.candidates:
+        families[explore.layout_family(c.variant)].append(c)
+    timed = [f for f in families.values() if any(c.measurement for c in f)]
+    assert any(len(f) > 1 for f in timed)  # the check is not vacuous
+    for family in timed:
+        assert all(c.traffic_bytes is not None for c in family), \
+            [(c.variant.threads, c.stage) for c in family]
+    assert any(c.traffic_bytes is None for c in result.candidates)  # a bounded walk
 
 
 def test_one_compile_child_serves_every_batch():
@@ -497,8 +536,10 @@ def test_a_check_given_up_at_full_size_prunes_its_program():
                                    else job)
 
     runner = AtFullSize(launch_ms)
+    # a budget that reaches the slow schedule (the walk times the fast one's thread
+    # layouts side by side first, explore.layout_family)
     result = tune(str(ROOT / "kernels" / "polybench" / "syrk.c"), {"n": 2600, "m": 2000},
-                  runner, options=TuneOptions(budget=10, jobs=1), oracle=FixedResources())
+                  runner, options=TuneOptions(budget=14, jobs=1), oracle=FixedResources())
     slow = [c for c in result.candidates if c.variant.candidate == 1
             and c.measurement is not None]
     assert len(slow) == 1 and slow[0].measurement.status == "slow"

@@ -26,7 +26,9 @@ can use:
    neighbours the traffic and spill rules kept; the batch is the variants with the
    lowest expectation, taken from each scheduler candidate in turn (the model compares
    programs of different candidates least well, and the walk must not spend itself on
-   one).  The first
+   one).  A variant is costed together with its other thread layouts
+   (:func:`layout_family`), which the allowance counts once; the order of timing puts
+   a layout whose sibling was measured behind by :data:`LAYOUT_TIMED`.  The first
    anchors are the plans the model's default chose among
    (:func:`polygpu.search.plan_model.choose`), so the walk starts from the default and
    moves to where the model prices lower.  The walk costs :data:`COSTED_PER_TIMED`
@@ -51,6 +53,7 @@ The strategy gives the rules (:class:`Rules`); the explorer only orders and boun
 from __future__ import annotations
 
 import heapq
+import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -64,8 +67,9 @@ from polygpu.search.cost import model_order, predicted_cost
 # candidates built (code generated, ptxas run) ahead of the one timed next: enough to
 # reorder by ptxas' registers and to keep a few compiles in parallel
 LOOKAHEAD = 4
-# variants costed per candidate the budget can still time: the model's order is taken
-# among these (a budget of 8, 2 of them for the plans, costs 48 variants of the space)
+# tiles costed (each in all its thread layouts, layout_family) per candidate the budget can
+# still time: the model's order is taken among these (a budget of 8, 2 of them for the
+# plans, costs 48 tiles of the space)
 COSTED_PER_TIMED = 8
 # candidates built per candidate the budget can time, beyond the look-ahead: the rules
 # that need ptxas (spills, threads, concurrency) prune some after their build, and some
@@ -82,6 +86,12 @@ COST_BATCH = 16
 # its most favourable reading, so within a program the model would have to be wrong by
 # more than this factor for one to win
 HOPELESS = 4.0
+
+# a candidate whose other thread layout was measured is timed as if it cost this much more
+# per measured layout: the model prices a tile's layouts alike, and they ran within 3 %
+# of each other (l2dist, mm on the H200), so the budget goes to other tiles first -- mm at
+# 2048 tuned 18 % slower when the walk timed each tile's layouts side by side
+LAYOUT_TIMED = 1.25
 
 # steps of distance() per field that differs (tiles and threads: per factor of 2)
 _FIELD_STEPS = {"jam": 1.0, "shared": 1.0, "blocked": 1.0, "chunk": 0.5, "prefetch": 0.5,
@@ -216,6 +226,23 @@ def distance(a: Variant, b: Variant) -> float:
     return _profile_distance(_profile(a), _profile(b))
 
 
+def layout_family(v: Variant) -> str:
+    """What ``v`` shares with its other thread layouts: every field but the threads'
+    shape (their total kept, per kernel too).  Layouts of one tile move the same data and
+    fill the GPU alike, so the model prices them within a few percent -- and
+    :func:`distance` puts them four steps apart (32 x 16 and 16 x 32 threads: two in
+    threads, two in points per thread), so a walk that costs one rarely reaches the
+    other.  l2dist's tuned 32 x 16 block ran 3 % behind its never-costed 16 x 32 twin on
+    the H200.  The explorer therefore costs a tile's layouts together (and times the
+    model's first of them before the others, :data:`LAYOUT_TIMED`)."""
+    data = v.to_json()
+    data["threads"] = math.prod(v.threads)
+    for overrides in (data.get("kernels") or {}).values():
+        if "threads" in overrides:
+            overrides["threads"] = math.prod(overrides["threads"])
+    return json.dumps(data, sort_keys=True)
+
+
 @dataclass
 class Rules:
     """What a strategy prunes, applied by the explorer to what it has considered.
@@ -258,10 +285,14 @@ class Explorer:
                 self.uncosted.append(k)
             else:  # costed before (a plan, an earlier sweep): part of this walk too
                 self.considered.setdefault(k)
+        self.families = {k: layout_family(v) for k, v in self.variants.items()}
+        self.members: dict[str, list[str]] = {}
+        for k, family in self.families.items():
+            self.members.setdefault(family, []).append(k)
         self.profiles = [_profile(v) for v in self.variants.values()]
         self.distances = _Distances(self.profiles)
         self.rows: dict[str, np.ndarray] = {}  # costed key -> distance to each variant
-        self.costed = 0  # variants this walk costed
+        self.costed = 0  # tiles this walk costed (a tile's layouts count once)
         self.built = 0  # candidates this walk built
         # measured / predicted time per group of variants (see calibrate)
         self.scales: dict[tuple, float] = {}
@@ -293,7 +324,18 @@ class Explorer:
             return key(c)
         cost, *rest = model_order(c, self.pool.limits)
         scale = self.scales.get(group_of(c.variant), self.neutral)
-        return (cost * scale / self.neutral, *rest)
+        return (cost * scale / self.neutral * LAYOUT_TIMED ** self._layouts_timed(c),
+                *rest)
+
+    def _layouts_timed(self, c: Candidate) -> int:
+        """How many of ``c``'s other thread layouts (:func:`layout_family`) were
+        measured."""
+        family = self.families.get(c.key)
+        if family is None:
+            return 0
+        return sum(1 for k in self.members[family] if k != c.key
+                   and (o := self.pool.candidates.get(k)) is not None
+                   and o.measurement is not None)
 
     def _overtaken(self, window: list[Candidate]) -> list[Candidate]:
         """``window`` with the candidates not built yet that now come before all of it
@@ -386,6 +428,15 @@ class Explorer:
             self.rows[c.key] = row
         return row
 
+    def seeds(self) -> list[Candidate]:
+        """The costed candidates whose neighbourhood is worth costing: past the traffic
+        and spill rules (a pruned one says its neighbourhood moves too much data) and the
+        strategy's own test."""
+        return [c for c in self.candidates() if c.traffic_bytes is not None
+                and c.stage not in ("invalid", "duplicate", "unexplored", "pruned-traffic",
+                                    "pruned-spills")
+                and (self.rules.seed is None or self.rules.seed(c))]
+
     def expected(self) -> dict[str, float]:
         """Each uncosted variant's expected cost: the least over the costed candidates
         that passed the traffic and spill rules (a pruned one says its neighbourhood
@@ -395,12 +446,7 @@ class Explorer:
             return {}
         columns = np.array([self.index[k] for k in self.uncosted])
         best = np.full(len(columns), math.inf)
-        for c in self.candidates():
-            if c.traffic_bytes is None or c.stage in (
-                    "invalid", "duplicate", "unexplored", "pruned-traffic", "pruned-spills"):
-                continue
-            if self.rules.seed is not None and not self.rules.seed(c):
-                continue
+        for c in self.seeds():
             cost = predicted_cost(c, self.pool.limits)
             best = np.minimum(best, cost * NEARBY ** self._row(c)[columns])
         return dict(zip(self.uncosted, best.tolist(), strict=True))
@@ -427,19 +473,34 @@ class Explorer:
         if not self.uncosted or size <= 0:
             return 0
         expected = self.expected()
+        # the other thread layouts of what is costed come first in their group, and a
+        # variant is costed with its own (see layout_family)
+        costed = {self.families.get(c.key) or layout_family(c.variant) for c in self.seeds()}
+
+        def rank(k):
+            return self.families[k] not in costed, expected[k], self.index[k]
+
         groups: dict[tuple, list[str]] = {}
         for k in self.uncosted:
             groups.setdefault(group_of(self.variants[k]), []).append(k)
-        ranked = [heapq.nsmallest(size, g, key=lambda k: (expected[k], self.index[k]))
-                  for g in groups.values()]
+        ranked = [heapq.nsmallest(size, g, key=rank) for g in groups.values()]
         # round robin: the best of each group, best first, then the second of each...
-        batch = [k for turn in range(size) for k in sorted(
-            (r[turn] for r in ranked if turn < len(r)),
-            key=lambda k: (expected[k], self.index[k]))][:size]
+        order = [k for turn in range(size) for k in sorted(
+            (r[turn] for r in ranked if turn < len(r)), key=rank)]
+        uncosted = set(self.uncosted)
+        batch: list[str] = []
+        for k in order:
+            if k in batch:
+                continue
+            family = [k] + [o for o in self.members[self.families[k]]
+                            if o != k and o in uncosted and o not in batch]
+            if batch and len(batch) + len(family) > size:
+                break
+            batch += family[:size]
         chosen = set(batch)
         self.uncosted = [k for k in self.uncosted if k not in chosen]
         found = self.pool.sketch([self.variants[k] for k in batch])
-        self.costed += len(batch)
+        self.costed += len({self.families[k] for k in batch})  # tiles, not layouts
         for c in found:
             self.considered.setdefault(c.key)
         return len(batch)
