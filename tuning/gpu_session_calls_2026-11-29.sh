@@ -25,3 +25,10 @@ round2)
   tail -4 $OUT/log0.txt; grep "^| [0-9]" $OUT/t/*.md
   tar czf $OUT/layouts2_allpairs.tgz -C $OUT t log0.txt; rm -rf $OUT/t $OUT/log*.txt ;;
 esac
+# the model strategy (budget 8) against the exhaustive reduced space again, with this walk: p = 1 and p = 2
+case "$1" in
+exhaustive)
+  mkdir -p $OUT/e
+  for p in 1 2; do timeout 280 python tuning/allpairs.py --exhaustive --sweep-p $p --tune 8 --out $OUT/e >> $OUT/log0.txt 2>&1; done
+  grep "model vs exhaustive" $OUT/log0.txt; tar czf $OUT/exhaustive.tgz -C $OUT e log0.txt; rm -rf $OUT/e $OUT/log0.txt ;;
+esac
