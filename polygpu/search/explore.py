@@ -496,7 +496,7 @@ class Explorer:
                             if o != k and o in uncosted and o not in batch]
             if batch and len(batch) + len(family) > size:
                 break
-            batch += family[:size]
+            batch += family  # whole: the allowance counts it as one tile
         chosen = set(batch)
         self.uncosted = [k for k in self.uncosted if k not in chosen]
         found = self.pool.sketch([self.variants[k] for k in batch])
