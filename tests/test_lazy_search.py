@@ -536,8 +536,8 @@ def test_a_check_given_up_at_full_size_prunes_its_program():
                                    else job)
 
     runner = AtFullSize(launch_ms)
-    # a budget that reaches the slow schedule (the walk times the fast one's thread
-    # layouts side by side first, explore.layout_family)
+    # a budget that reaches the slow schedule (the walk costs each of the fast one's
+    # tiles in all its thread layouts, explore.layout_family, and times some of them first)
     result = tune(str(ROOT / "kernels" / "polybench" / "syrk.c"), {"n": 2600, "m": 2000},
                   runner, options=TuneOptions(budget=14, jobs=1), oracle=FixedResources())
     slow = [c for c in result.candidates if c.variant.candidate == 1

@@ -14,20 +14,14 @@ allpairs)  # the fp32 rows at the paper's shape tuned (budget 12), p = 2 first, 
   timeout 585 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --p 2 --p 1 --p 3 --tune 12 --out $OUT/t > $OUT/log0.txt 2>&1
   tail -4 $OUT/log0.txt; grep "^| [0-9]" $OUT/t/*.md
   tar czf $OUT/layouts_allpairs.tgz -C $OUT t log0.txt; rm -rf $OUT/t $OUT/log*.txt ;;
-esac
-# second round, after the first: layouts costed together but a tile's second layout timed
-# behind the other tiles (explore.LAYOUT_TIMED) -- mm as in `mm`, then p = 2 as in `allpairs`
-case "$1" in
-round2)
+round2)  # after the first round: layouts costed together but a tile's second layout timed
+         # behind the other tiles (explore.LAYOUT_TIMED) -- mm as in `mm`, then p = 2 alone
   bash $0 mm; mv $OUT/layouts_mm.tgz $OUT/layouts2_mm.tgz
   mkdir -p $OUT/t
   timeout 300 python tuning/allpairs.py --shape 2000x5419 --dtype float32 --p 2 --tune 12 --out $OUT/t > $OUT/log0.txt 2>&1
   tail -4 $OUT/log0.txt; grep "^| [0-9]" $OUT/t/*.md
   tar czf $OUT/layouts2_allpairs.tgz -C $OUT t log0.txt; rm -rf $OUT/t $OUT/log*.txt ;;
-esac
-# the model strategy (budget 8) against the exhaustive reduced space again, with this walk: p = 1 and p = 2
-case "$1" in
-exhaustive)
+exhaustive)  # the model strategy (budget 8) against the exhaustive reduced space, p = 1 and p = 2
   mkdir -p $OUT/e
   for p in 1 2; do timeout 280 python tuning/allpairs.py --exhaustive --sweep-p $p --tune 8 --out $OUT/e >> $OUT/log0.txt 2>&1; done
   grep "model vs exhaustive" $OUT/log0.txt; tar czf $OUT/exhaustive.tgz -C $OUT e log0.txt; rm -rf $OUT/e $OUT/log0.txt ;;

@@ -437,16 +437,15 @@ class Explorer:
                                     "pruned-spills")
                 and (self.rules.seed is None or self.rules.seed(c))]
 
-    def expected(self) -> dict[str, float]:
-        """Each uncosted variant's expected cost: the least over the costed candidates
-        that passed the traffic and spill rules (a pruned one says its neighbourhood
-        moves too much data) of their predicted cost times :data:`NEARBY` per step of
-        :func:`distance`; infinite with none."""
+    def expected(self, seeds: list[Candidate]) -> dict[str, float]:
+        """Each uncosted variant's expected cost: the least over ``seeds`` (:meth:`seeds`)
+        of their predicted cost times :data:`NEARBY` per step of :func:`distance`;
+        infinite with none."""
         if not self.uncosted:
             return {}
         columns = np.array([self.index[k] for k in self.uncosted])
         best = np.full(len(columns), math.inf)
-        for c in self.seeds():
+        for c in seeds:
             cost = predicted_cost(c, self.pool.limits)
             best = np.minimum(best, cost * NEARBY ** self._row(c)[columns])
         return dict(zip(self.uncosted, best.tolist(), strict=True))
@@ -472,10 +471,11 @@ class Explorer:
             size = min(size, may)
         if not self.uncosted or size <= 0:
             return 0
-        expected = self.expected()
+        seeds = self.seeds()
+        expected = self.expected(seeds)
         # the other thread layouts of what is costed come first in their group, and a
         # variant is costed with its own (see layout_family)
-        costed = {self.families.get(c.key) or layout_family(c.variant) for c in self.seeds()}
+        costed = {self.families.get(c.key) or layout_family(c.variant) for c in seeds}
 
         def rank(k):
             return self.families[k] not in costed, expected[k], self.index[k]
