@@ -18,7 +18,8 @@ from polygpu.codegen.cuda import device_steps_possible, generate
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 from polygpu.frontend import load
-from polygpu.memory.placement import MemoryPlan, Placement, plan_memory
+from polygpu.memory.placement import MAX_SHARED_BYTES, MemoryPlan, Placement, plan_memory
+from polygpu.memory.residence import Residence, plan_residence
 from polygpu.model.analysis import Analysis, analyze
 from polygpu.model.bounds import require_in_bounds
 from polygpu.model.build import build_scop
@@ -303,11 +304,37 @@ def _generate(an: Analysis, tr: Transformation, variant: Variant,
         scop = scop.specialized(params)
         comment += "\nspecialized for " + ", ".join(
             f"{k}={v}" for k, v in scop.fixed_parameters.items())
+    grid_dims = tr.host.grid_dims if tr.host is not None else 0
+    residence = resident_plan(scop, kernels, memory, variant, grid_dims)
+    if residence is not None:
+        comment += "\nresident in shared memory for the block's life: " + ", ".join(
+            f"{b.array} ({b.bytes} bytes)" for b in residence.buffers)
     # sizes given without specializing still choose the index width (64-bit where 32-bit
     # offsets would overflow at them)
     return generate(scop, kernels, comment, memory, sizes=params,
                     device_steps=variant.device_steps, fast_math=variant.fast_math,
-                    grid_dims=tr.host.grid_dims if tr.host is not None else 0)
+                    grid_dims=grid_dims, residence=residence)
+
+
+def resident_plan(scop: Scop, kernels: tuple[TiledKernel, ...], memory: MemoryPlan,
+                  variant: Variant, grid_dims: int) -> Residence | None:
+    """The resident buffers of a ``resident`` variant (None for another), or why it
+    cannot have any: it needs device steps, and some array must fit with a constant box
+    (a specialized program's sizes, or sizes the region bounds)."""
+    if not variant.resident:
+        return None
+    if not variant.device_steps:
+        raise PolygpuError("variant: resident keeps a device-steps block's data in shared "
+                           "memory; it needs device_steps (host loops run on the device)",
+                           scop.loc)
+    static = sum(memory.shared_bytes(k.index) for k in kernels)
+    staged = {b.array for b in memory.buffers if b.space == "shared"}
+    residence = plan_residence(scop, kernels, grid_dims, MAX_SHARED_BYTES - static, staged)
+    if not residence.buffers:
+        why = "; ".join(f"{a}: {reason}" for a, reason in residence.left) or "no arrays"
+        raise PolygpuError(f"variant: resident, but no array can stay in shared memory "
+                           f"({why})", scop.loc)
+    return residence
 
 
 def _prove_device_steps(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ...],

@@ -46,6 +46,7 @@ from polygpu.codegen.thread_ast import (
 )
 from polygpu.frontend import ir
 from polygpu.memory.placement import STATIC_SHARED_BYTES, MemoryPlan
+from polygpu.memory.residence import Residence
 from polygpu.model import atomic
 from polygpu.model.isl_util import union_of_sets
 from polygpu.model.scop import Scop, fix_parameters
@@ -226,7 +227,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
              plan: MemoryPlan | None = None,
              sizes: Mapping[str, int] | None = None,
              device_steps: bool = False, fast_math: bool = False,
-             grid_dims: int = 0) -> KernelProgram:
+             grid_dims: int = 0, residence: Residence | None = None) -> KernelProgram:
     """CUDA text and launch plan for the tiled kernels of one region, with the buffers
     the memory stage planned (none without a plan).
 
@@ -240,7 +241,9 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
     rows, a recurrence): thousands of launches become one.  With ``grid_dims`` (a
     ``batch`` host schedule, :mod:`polygpu.schedule.host`) the first host iterator is
     not a loop but the block: one block per element of the batch, each running its
-    element's steps.
+    element's steps.  ``residence`` (device steps only, :mod:`polygpu.memory.residence`):
+    the block's shared buffers for life, copied in before the first step and out after
+    the last; every reference to their arrays goes to them.
 
     ``sizes``: parameter values an unspecialized program is meant for (``compile -p``,
     ``optimize(params=...)``): where 32-bit index arithmetic would overflow at them, the
@@ -285,16 +288,25 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
     if device_steps:
         device_steps_possible(scop, kernels, plan, require=True)
         block_threads = max(k.n_threads for k in kernels)
+    elif residence is not None:
+        raise ValueError("resident buffers need device steps")
+    resident = list(residence.buffers) if residence is not None else []
+    resident_views = {b.array: staging.view(b, index64) for b in resident}
+    everyone = frozenset(s.name for s in scop.statements)
     bodies = []  # device_steps: each kernel's body, its blocks as loops
     for kernel in kernels:
         name = f"{scop.function}_kernel{kernel.index}"
         buffers = plan.buffers_of(kernel.index) if plan else []
         shared = [b for b in buffers if b.space == "shared"]
-        views = {b.array: (staging.view(b, index64), b.statements) for b in buffers
-                 if not b.refs}
+        # resident arrays (in no kernel's shared buffers: residence.py) are read and
+        # written in their resident buffers, the kernel's register copies included
+        views = {a: (v, everyone) for a, v in resident_views.items()}
+        views |= {b.array: (staging.view(b, index64), b.statements) for b in buffers
+                  if not b.refs}
         ref_views = {ref: staging.view(b, index64) for b in buffers for ref in b.refs}
         dynamic = plan is not None and plan.shared_bytes(kernel.index) > STATIC_SHARED_BYTES
-        printer = Printer(shapes, frozenset(), {}, constants=constants, index64=index64)
+        printer = Printer(shapes, frozenset(), {}, constants=constants, index64=index64,
+                          buffers=resident_views)
         grid = [grid_expression(e, t) for e, t in zip(kernel.extent, kernel.tile,
                                                       strict=True)]
         # block ids: from blockIdx, or decomposed from a linear one (see _folded)
@@ -344,7 +356,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             calls = []
             for half, k in (("whole", halves.full), ("partial", halves.partial)):
                 code, call = _half_function(
-                    scop, kernel, f"{name}_{half}", args, buffers, itype,
+                    scop, kernel, f"{name}_{half}", args, buffers + resident, itype,
                     _work(scop, k, buffers, views, ref_views, constants, printer, index64))
                 parts.append(code)
                 calls.append(call)
@@ -384,11 +396,15 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             steps.append(launch_steps(scop, kernel.statements, name))
     host_iterators = scop.host
     if device_steps:
+        static = sum(plan.shared_bytes(k.index) for k in kernels) if plan else 0
+        dynamic = bool(resident) and \
+            staging.dynamic_bytes(resident) + static > STATIC_SHARED_BYTES
         code, grid = _steps_kernel(scop, kernels, bodies, args, block_threads, itype,
-                                   grid_dims)
+                                   grid_dims, resident, dynamic)
         parts.append(code)
         launches = [Launch(kernel=f"{scop.function}_steps", grid=(grid, "1", "1"),
-                           block=(block_threads, 1, 1))]
+                           block=(block_threads, 1, 1),
+                           shared_bytes=staging.dynamic_bytes(resident) if dynamic else 0)]
         steps, host_iterators = [], ()
     return KernelProgram(
         function=scop.function,
@@ -553,13 +569,16 @@ def _block_loops(kernel: TiledKernel, grid: list[str], body: list, itype: str,
 
 def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[list],
                   args: tuple[Argument, ...], block_threads: int, itype: str,
-                  grid_dims: int = 0) -> tuple[str, str]:
+                  grid_dims: int = 0, resident: list | None = None,
+                  dynamic: bool = False) -> tuple[str, str]:
     """One kernel running the host loops, and its grid (a C expression): isl generates
     the loops over every (step, kernel) in the launch order -- steps lexicographically,
     kernels in order -- and each kernel's body runs at its steps, the host iterators
     bound to the loop values.  With ``grid_dims`` (one: a batch) the first host
     iterator is the block's element, ``lower + blockIdx.x``, over the bounding range of
-    its values: isl guards the steps of values outside the set (a strided batch)."""
+    its values: isl guards the steps of values outside the set (a strided batch).
+    ``resident`` buffers (carved from dynamic shared memory if ``dynamic``) are loaded
+    by all threads before the steps and stored after them, barriers around."""
     schedule = None
     n_host = len(scop.host) - grid_dims
     for kernel in kernels:
@@ -590,7 +609,12 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
         return bind + index[name]
 
     emitter = Emitter(scop, 1, user=user, index64=itype != "int")
-    body = [cgen.Line(f"const int {_TID} = threadIdx.x;")] + bind + emitter.node(ast)
+    body = [cgen.Line(f"const int {_TID} = threadIdx.x;")] + bind
+    if resident:
+        body += _resident(scop, resident, block_threads, itype != "int", dynamic,
+                          emitter.node(ast))
+    else:
+        body += emitter.node(ast)
     decl = cgen.FunctionDeclaration(
         cgen.Value("__global__ void",
                    f"__launch_bounds__({block_threads}) {scop.function}_steps"),
@@ -599,6 +623,31 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
             "order" if grid_dims else "one block, each host step's kernels in order")
     return (f"// the host loops run on the device: {what}, with a barrier after each "
             "kernel\n" + str(cgen.FunctionBody(decl, cgen.Block(body)))), grid
+
+
+def _resident(scop: Scop, resident: list, threads: int, index64: bool, dynamic: bool,
+              steps: list) -> list:
+    """``steps`` between the copies of the resident buffers: declarations, copy-ins of
+    what is read, a barrier, the steps (each ends with a barrier), copy-outs of what is
+    written."""
+    printer = Printer({a.name: a.shape_exprs for a in scop.program_arrays}, frozenset(),
+                      {}, index64=index64)
+    known = scop.context
+    out = []
+    if dynamic:
+        out.append(cgen.Line(
+            f"extern __shared__ __align__(16) unsigned char {staging.DYNAMIC}[];"))
+    out += staging.declarations(resident, dynamic)
+    for b in resident:
+        if b.reads is not None:
+            out += staging.resident_copy(b, printer, "in", threads, known)
+    out.append(cgen.Statement("__syncthreads()"))
+    out += steps
+    out.append(cgen.Statement("__syncthreads()"))
+    for b in resident:
+        if b.writes is not None:
+            out += staging.resident_copy(b, printer, "out", threads, known)
+    return out
 
 
 def _element_range(params: isl.Set, element: str) -> tuple[isl.Set, isl.PwAff, isl.PwAff]:

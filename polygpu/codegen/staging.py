@@ -199,7 +199,10 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
     # the buffer may store it in another
     local = f"{buffer_ref(buffer)}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
     subs = _element(buffer, u, printer.index64)
-    global_ref = f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
+    # (an array resident in the block's shared memory is copied from and to there)
+    global_ref = printer.buffers[buffer.array].subscript(subs) \
+        if buffer.array in printer.buffers else \
+        f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
     staged = f"{prefetch_name(buffer)}[pg_q]"
     move = {"in": f"{local} = {global_ref};", "out": f"{global_ref} = {local};",
             "load": f"{staged} = {global_ref};", "store": f"{local} = {staged};"}[direction]
@@ -238,6 +241,34 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
                        + list(inner.contents)))])]
     return [cgen.For(f"int pg_i = {TID}", f"pg_i < {size}", f"pg_i += {n_threads}",
                      cgen.Block(unpack + list(body.contents)))]
+
+
+def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int,
+                  known: isl.Set) -> list:
+    """Copy-in (global -> buffer, where read) or copy-out (buffer -> global, where
+    written) of a resident buffer (:mod:`polygpu.memory.residence`): its box linearised
+    and dealt cyclically to the block's ``threads`` threads, guarded by the exact
+    footprint within the parameter set ``known``; ``printer`` prints global offsets."""
+    footprint = buffer.writes if direction == "out" else buffer.reads
+    extents = buffer.box.extents
+    u = [f"pg_u{k}" for k in range(len(extents))]
+    guard = index_text(_guard(footprint, buffer, u, known), printer.index64)
+    local = f"{buffer.name}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
+    subs = _element(buffer, u, printer.index64)
+    global_ref = f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
+    move = cgen.Line(f"{local} = {global_ref};" if direction == "in"
+                     else f"{global_ref} = {local};")
+    unpack = []
+    stride = 1
+    for k in reversed(range(len(extents))):
+        value = "pg_i" if stride == 1 else f"pg_i / {stride}"
+        if k > 0:
+            value = f"{value} % {extents[k]}"
+        unpack.insert(0, cgen.Line(f"const int {u[k]} = {value};"))
+        stride *= extents[k]
+    body = [move] if guard in ("1", "") else [cgen.If(guard, cgen.Block([move]))]
+    return [cgen.For(f"int pg_i = {TID}", f"pg_i < {buffer.box.size}", f"pg_i += {threads}",
+                     cgen.Block(unpack + body))]
 
 
 VECTOR_BYTES = 16  # the widest global load: float4, double2

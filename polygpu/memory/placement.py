@@ -375,7 +375,7 @@ def unit_step(deltas: isl.Set, d: int) -> bool:
     return not unit.intersect(deltas).is_empty()
 
 
-def _thread_steps(kernel: TiledKernel, statement: str, access: isl.Map, box: Box
+def thread_steps(kernel: TiledKernel, statement: str, access: isl.Map, box: Box
                   ) -> tuple[int, ...] | None:
     """How the buffer subscripts of ``access`` grow from thread ``tx`` to ``tx + 1`` with
     everything else fixed, or None if that is not one constant vector."""
@@ -459,7 +459,7 @@ def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str
     refs = [SharedReference("copy", (0,) * (len(box.extents) - 1) + (1,))]
     for acc in an.scop.accesses:
         if acc.array == array and acc.statement in statements:
-            steps = _thread_steps(kernel, acc.statement, acc.relation, box)
+            steps = thread_steps(kernel, acc.statement, acc.relation, box)
             if steps is not None:
                 refs.append(SharedReference(f"{acc.statement}.{acc.ref} {acc.text}", steps))
     refs = [SharedReference(r.name, tuple(r.steps[d] for d in order), r.weight)

@@ -257,7 +257,8 @@ def tile(scop: Scop, deps: Dependences, tr: Transformation, variant: Variant
 # (tile, threads, jam, time_tile, unroll, blocked, chunk, prefetch, double_buffer) shape
 # the kernels
 _NOT_TILING = {"candidate": 0, "shared": True, "padding": -1, "registers": True,
-               "specialize": False, "device_steps": False}
+               "specialize": False, "device_steps": False,
+               "resident": False}
 
 
 @memo_by_identity(maxsize=64, by_value=(3,))

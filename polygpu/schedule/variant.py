@@ -6,7 +6,7 @@ pivot column and its trailing update), so one tile shape for all is rarely right
 ``Variant`` holds the program-wide settings and, in ``kernels``, the fields that a given
 kernel overrides; :meth:`Variant.for_kernel` merges them, and every stage that tiles,
 places or generates one kernel reads that kernel's merged variant.  ``candidate`` and
-``specialize`` (and ``device_steps``, ``fast_math``) concern the whole program and cannot
+``specialize`` (and ``device_steps``, ``resident``, ``fast_math``) concern the whole program and cannot
 be overridden per kernel.
 
 JSON form (``compile --variant``, the tuning database): the fields, plus
@@ -23,7 +23,8 @@ from polygpu.errors import PolygpuError
 
 MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
 MAX_THREADS = 1024
-PROGRAM_WIDE = ("candidate", "specialize", "device_steps", "fast_math", "kernels")
+PROGRAM_WIDE = ("candidate", "specialize", "device_steps", "resident", "fast_math",
+                "kernels")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ class Variant:
     # host loops run on the device, in one thread block with a barrier after every
     # kernel of a step (codegen/cuda.py): one launch instead of one per kernel and step
     device_steps: bool = False
+    # device steps: the block keeps what it touches in shared memory for its whole life,
+    # copied in before the first step and out after the last (memory/residence.py)
+    resident: bool = False
     # float math through CUDA's fast intrinsics (expf, logf, sinf, cosf, powf as __expf,
     # ...: a few instructions instead of a software routine, within a few ulp for
     # moderate arguments); opted into explicitly (``--fast-math``), never by the search
@@ -126,6 +130,8 @@ class Variant:
             del data["double_buffer"]
         if not self.fast_math:
             del data["fast_math"]
+        if not self.resident:
+            del data["resident"]
         if self.kernels:  # absent when uniform, so older records keep their keys
             data["kernels"] = {str(k): {name: list(v) if isinstance(v, tuple) else v
                                         for name, v in o} for k, o in self.kernels}

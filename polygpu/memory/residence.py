@@ -1,0 +1,150 @@
+"""Residence: a device-steps block keeps the data it works on in shared memory for life.
+
+A device-steps program (``Variant.device_steps``) runs a region's host steps inside
+one thread block, a barrier after each kernel of a step; a ``batch`` runs one element
+per block (:mod:`polygpu.schedule.host`).  Unstaged, every round of such a block waits
+on global memory: a step's stores go out to L2 and the next step's loads come back
+from there -- about 1 us per round on the H100/H200, which made a per-element Cholesky
+of n = 16..64 slower than torch (``tuning/results/NVIDIA-H200/batched.md``).  The
+paper's (seed 000) block-per-element factorization loads its element into shared memory
+once, runs every step there and writes it back once.
+
+:func:`plan_residence` decides that placement: per array the block's *lifetime
+footprint* -- every element its statements touch over all steps, the steps' host
+iterators projected out; a batch's element stays a parameter (the block's) -- its box
+(constant extents: a specialized program's, or bounded by the context), Algorithm 2's
+padding over every kernel's references to it, and whether it fits.  The code generator
+(``codegen/cuda.py``) copies the reads in before the first step and the writes out
+after the last; every reference of every step, and the kernels' register copies, go to
+the buffer.
+
+Why that is exact: the block is the only one touching its footprint while it runs --
+for one block (a non-batch device-steps program) trivially, for a batch because the
+pipeline proves that nothing crosses elements (``pipeline._prove_device_steps``: the
+element is a ``block`` dimension), so another block neither writes what this one reads
+nor reads what it writes.  The copies are guarded by the exact footprints: only read
+elements are loaded, only written ones stored.
+
+Arrays left in global memory, with the reason: targets of atomic updates (shared
+updates would race without atomics), arrays a kernel stages in a shared buffer of its
+own (references outside that kernel would go elsewhere), footprints without a constant box, and what
+does not fit the shared memory left (the smallest arrays are placed first, so as many
+as possible become resident).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polygpu.frontend import ir
+from polygpu.memory.footprints import bounding_box
+from polygpu.memory.padding import CostModel, SharedReference, choose_padding
+from polygpu.memory.placement import MAX_SHARED_BYTES, Buffer, thread_steps
+from polygpu.model.scop import Scop
+from polygpu.schedule.tiling import TiledKernel
+
+PREFIX = "pg_res_"  # a resident buffer's C name: PREFIX + the array's
+
+
+@dataclass(frozen=True)
+class Residence:
+    """``buffers``: shared buffers (``kernel`` -1, ``level`` 0) that live as long as
+    the block; ``left``: ``(array, why)`` for arrays the block uses in global memory."""
+
+    buffers: tuple[Buffer, ...]
+    left: tuple[tuple[str, str], ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(-(-b.bytes // 16) * 16 for b in self.buffers)
+
+    def to_json(self) -> dict:
+        return {"buffers": [b.to_json() for b in self.buffers],
+                "global": [{"array": a, "reason": why} for a, why in self.left]}
+
+
+def lifetime_footprint(scop: Scop, array: str, kind: str, grid_dims: int) -> isl.Set | None:
+    """Elements of ``array`` that ``kind`` references touch over all host steps, as a
+    set over the region's parameters and the first ``grid_dims`` host iterators (a
+    batch's element); None without such references."""
+    result = None
+    for acc in scop.accesses:
+        if acc.array != array or acc.kind != kind:
+            continue
+        part = acc.relation.intersect_domain(scop.statement(acc.statement).domain).range()
+        result = part if result is None else result.union(part)
+    if result is None:
+        return None
+    for name in scop.host[grid_dims:]:
+        k = result.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            result = result.project_out(isl.dim_type.param, k, 1)
+    return result.coalesce()
+
+
+def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
+                   budget: int = MAX_SHARED_BYTES,
+                   staged: frozenset[str] | set[str] = frozenset()) -> Residence:
+    """The resident buffers of a device-steps program of ``kernels`` (one host step's,
+    ``scop`` the step region, specialized or not) within ``budget`` bytes; arrays in
+    ``staged`` have shared buffers of some kernel's own and stay out."""
+    atomic = {scop.statement(s).writes[0].array for k in kernels for s in k.atomic}
+    context = scop.context
+    for name in scop.host[grid_dims:]:
+        k = context.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            context = context.project_out(isl.dim_type.param, k, 1)
+    found, left = [], []
+    for array in scop.program_arrays:
+        reads = lifetime_footprint(scop, array.name, "read", grid_dims)
+        writes = lifetime_footprint(scop, array.name, "write", grid_dims)
+        if reads is None and writes is None:
+            continue
+        if array.name in atomic:
+            left.append((array.name, "updated atomically"))
+            continue
+        if array.name in staged:
+            left.append((array.name, "staged in a kernel's own shared buffer"))
+            continue
+        both = reads if writes is None else writes if reads is None else reads.union(writes)
+        box = bounding_box(both.coalesce(), context.align_params(both.get_space()).params())
+        if box is None or box.chunk or any(s != 1 for s in box.stride):
+            left.append((array.name, "no constant box around the block's footprint "
+                         "(specialize the sizes)"))
+            continue
+        padding, decision = _padding(scop, kernels, array, box)
+        found.append(Buffer(-1, array.name, "shared", PREFIX + array.name, array.dtype, 0,
+                            box, padding, reads, writes, decision,
+                            statements=frozenset(s.name for s in scop.statements)))
+    buffers = []
+    room = budget
+    for b in sorted(found, key=lambda b: (b.bytes, b.array)):
+        size = -(-b.bytes // 16) * 16
+        if size <= room:
+            buffers.append(b)
+            room -= size
+        else:
+            left.append((b.array, f"{b.bytes} bytes do not fit the {room} left"))
+    order = [a.name for a in scop.program_arrays]
+    return Residence(tuple(sorted(buffers, key=lambda b: order.index(b.array))),
+                     tuple(left))
+
+
+def _padding(scop: Scop, kernels: tuple[TiledKernel, ...], array, box):
+    """Algorithm 2 over the references of every kernel (their thread steps in the
+    resident box) and the copy's own (consecutive elements)."""
+    size = ir.DTYPES[array.dtype][1]
+    if size not in (4, 8) or len(box.extents) < 2:
+        return 0, None
+    refs = [SharedReference("copy", (0,) * (len(box.extents) - 1) + (1,))]
+    for kernel in kernels:
+        for acc in scop.accesses:
+            if acc.array == array.name and acc.statement in kernel.statements:
+                steps = thread_steps(kernel, acc.statement, acc.relation, box)
+                if steps is not None:
+                    refs.append(SharedReference(
+                        f"kernel{kernel.index} {acc.statement}.{acc.ref} {acc.text}", steps))
+    decision = choose_padding(box.extents, tuple(refs), size, CostModel.default(size))
+    return decision.padding, decision

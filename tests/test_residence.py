@@ -1,0 +1,126 @@
+"""Residence (memory/residence.py): a device-steps block keeps what it touches in shared
+memory for its life -- the per-element Cholesky and solve of seed 000 loads its element
+once, runs every pivot step and both substitutions there, and writes it back once."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import islpy as isl
+import pytest
+
+from polygpu.errors import PolygpuError
+from polygpu.memory.residence import lifetime_footprint, plan_residence
+from polygpu.pipeline import compile_variant, prepare
+from polygpu.runtime.check import check_program
+from polygpu.schedule.variant import Variant
+
+CHOLESKY = "kernels/batched_cholesky.c"
+DOUBLE = ("DATA_TYPE=double", "SQRT_FUN=sqrt")
+
+
+def _batch(prepared) -> int:
+    return next(k for k, tr in enumerate(prepared.candidates)
+                if tr.host is not None and tr.host.kind == "batch")
+
+
+def _resident(prepared, **fields) -> Variant:
+    base = dict(candidate=_batch(prepared), tile=(4, 8), threads=(4, 8), shared=False,
+                device_steps=True, resident=True, specialize=True)
+    return Variant(**(base | fields))
+
+
+def test_the_lifetime_footprint_is_the_elements_whole_matrix_and_vector():
+    """Over all steps (h1, h2 projected out) element h0 touches the lower triangle of
+    its matrix and all of its vector: the sets the copies are guarded by."""
+    params = {"nb": 37, "n": 5}
+    prepared = prepare(CHOLESKY, params=params)
+    compiled = compile_variant(prepared, _resident(prepared), params)
+    scop = compiled.transformation.step.scop
+    expected = {
+        "a": "[nb, n, h0] -> { a[h0, i, j] : 0 <= h0 < nb and 0 <= j <= i < n }",
+        "b": "[nb, n, h0] -> { b[h0, i] : 0 <= h0 < nb and 0 <= i < n }",
+    }
+    for array, text in expected.items():
+        for kind in ("read", "write"):  # in place: read and written alike
+            found = lifetime_footprint(scop, array, kind, 1)
+            want = isl.Set(text).align_params(found.get_space())
+            assert found.align_params(want.get_space()).is_equal(want), (array, kind, found)
+            assert "h1" not in found.get_var_dict(isl.dim_type.param)
+
+
+@pytest.mark.parametrize("n", [1, 3, 5, 17])
+def test_resident_factorizations_are_exact_at_odd_sizes(n):
+    params = {"nb": 37, "n": n}
+    prepared = prepare(CHOLESKY, params=params)
+    compiled = compile_variant(prepared, _resident(prepared), params)
+    text = compiled.program.source
+    assert "__shared__ __align__(16) float pg_res_a[1]" in text
+    # every reference of every step goes to the buffers: the global arrays appear only
+    # in the copies (one load and one store of each per element)
+    steps = text[text.index("_steps("):]
+    assert len(re.findall(r"\ba\[", steps)) == 2 and len(re.findall(r"\bb\[", steps)) == 2
+    result = check_program(compiled.program, compiled.source_scop, CHOLESKY, params, seed=9)
+    assert result.ok, result.message
+
+
+def test_a_large_element_is_resident_in_dynamic_shared_memory():
+    """90 x 90 doubles (64.8 kB and a padded row) exceed the 48 kB of static shared
+    memory: the buffers are carved from dynamic shared memory sized at the launch."""
+    params = {"nb": 3, "n": 90}
+    prepared = prepare(CHOLESKY, defines=DOUBLE, params=params)
+    compiled = compile_variant(prepared, _resident(prepared), params)
+    (launch,) = compiled.program.launches
+    assert launch.shared_bytes >= 90 * 90 * 8 + 90 * 8
+    assert "extern __shared__" in compiled.program.source
+    result = check_program(compiled.program, compiled.source_scop, CHOLESKY, params, seed=3,
+                           defines=DOUBLE)
+    assert result.ok, result.message
+
+
+def test_the_rows_are_padded_against_bank_conflicts():
+    """n = 32: the update's column reads a[i][k] move by a row per thread, 32 floats:
+    every thread of a warp in one bank unpadded; Algorithm 2 pads the row."""
+    params = {"nb": 37, "n": 32}
+    prepared = prepare(CHOLESKY, params=params)
+    compiled = compile_variant(prepared, _resident(prepared), params)
+    scop = compiled.transformation.step.scop.specialized(params)
+    residence = plan_residence(scop, compiled.kernels, 1)
+    (a,) = [b for b in residence.buffers if b.array == "a"]
+    assert a.box.extents == (1, 32, 32) and a.padding % 2 == 1
+    assert f"pg_res_a[1][32][{32 + a.padding}]" in compiled.program.source
+
+
+def test_resident_needs_constant_sizes_and_device_steps():
+    params = {"nb": 37, "n": 5}
+    prepared = prepare(CHOLESKY, params=params)
+    with pytest.raises(PolygpuError, match="no constant box.*specialize"):
+        compile_variant(prepared, _resident(prepared, specialize=False), params)
+    plain = prepare("kernels/batched_mm.c", params={"nb": 37, "n": 4})
+    with pytest.raises(PolygpuError, match="needs device_steps"):
+        compile_variant(plain, Variant(tile=(4, 4), threads=(4, 4), resident=True,
+                                       specialize=True), {"nb": 37, "n": 4})
+
+
+def test_the_variant_json_omits_resident_when_off():
+    assert "resident" not in Variant().to_json()
+    v = Variant(device_steps=True, resident=True)
+    assert Variant.from_json(v.to_json()) == v
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize("dtype,n", [("float", 32), ("double", 90)])
+def test_resident_programs_compile(tmp_path, dtype, n):
+    params = {"nb": 1000, "n": n}
+    defines = DOUBLE if dtype == "double" else ()
+    prepared = prepare(CHOLESKY, defines=defines, params=params)
+    compiled = compile_variant(prepared, _resident(prepared, tile=(8, 32), threads=(8, 32)),
+                               params)
+    src = tmp_path / "k.cu"
+    src.write_text(compiled.program.source)
+    out = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-v", str(src), "-o",
+                          str(tmp_path / "k.cubin")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"Used \d+ registers", out.stderr)
