@@ -57,6 +57,8 @@ class Compiled:
     expansion: Expansion | None = None
     splitting: Splitting | None = None  # statements split (transform/split.py), or None
     snapshot: Snapshot | None = None  # entry reads redirected (transform/snapshot.py)
+    # a resident variant's buffers for the block's life (memory/residence.py)
+    residence: Residence | None = None
 
     def __post_init__(self):
         if self.source_scop is None:
@@ -266,10 +268,10 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
     memory = plan_memory(step, tr, kernels, variant)
     if variant.device_steps:
         _prove_device_steps(an, tr, kernels, memory)
-    return Compiled(prepared.spec, an, found, tr, variant, kernels,
-                    _generate(step, tr, variant, kernels, memory, params), memory,
+    program, residence = _generate(step, tr, variant, kernels, memory, params)
+    return Compiled(prepared.spec, an, found, tr, variant, kernels, program, memory,
                     prepared.source_scop, prepared.expansion, prepared.splitting,
-                    prepared.snapshot)
+                    prepared.snapshot, residence)
 
 
 def batch_on_device(tr: Transformation, variant: Variant) -> Variant:
@@ -288,12 +290,12 @@ def program_at(compiled: Compiled, params: Mapping[str, int]) -> KernelProgram:
     require_in_bounds(compiled.analysis.scop, params)
     tr = compiled.transformation
     return _generate(tr.step or compiled.analysis, tr, compiled.variant,
-                     compiled.kernels, compiled.memory, params)
+                     compiled.kernels, compiled.memory, params)[0]
 
 
 def _generate(an: Analysis, tr: Transformation, variant: Variant,
               kernels: tuple[TiledKernel, ...], memory: MemoryPlan,
-              params: Mapping[str, int] | None) -> KernelProgram:
+              params: Mapping[str, int] | None) -> tuple[KernelProgram, Residence | None]:
     comment = describe(tr, variant)
     scop = an.scop
     if variant.specialize:
@@ -313,7 +315,7 @@ def _generate(an: Analysis, tr: Transformation, variant: Variant,
     # offsets would overflow at them)
     return generate(scop, kernels, comment, memory, sizes=params,
                     device_steps=variant.device_steps, fast_math=variant.fast_math,
-                    grid_dims=grid_dims, residence=residence)
+                    grid_dims=grid_dims, residence=residence), residence
 
 
 def resident_plan(scop: Scop, kernels: tuple[TiledKernel, ...], memory: MemoryPlan,

@@ -17,7 +17,8 @@ once) over 3000 GB/s.
 ``cholesky`` (``kernels/batched_cholesky.c``: in-place factor and solve of S + 2n I)
 against ``torch.linalg.cholesky`` + ``torch.cholesky_solve``.  ``--mappings`` also
 checks and times every plan the default ranked (thread per element, one block per
-element with the element's steps inside, ...): the model's pick against the best.
+element with the element's steps inside, its element resident in shared memory or not,
+...): the model's pick against the best.
 
 Not built yet: the SoA layout, the plots of issue 21.
 
@@ -179,14 +180,16 @@ def _mappings(r: dict) -> list[str]:
     lines = ["", f"{r['op']} {r['dtype']} n = {r['n']}, nb = {r['nb']}: the default's "
              f"pick {cell(pick)} ms, best plan {cell(best)} ms "
              f"(pick / best {cell(pick / best if pick else None, 2)})",
-             "", "| plan | candidate | block | on the device | predicted ms | ms | x best |",
-             "|---|--:|---|---|--:|--:|--:|"]
+             "", "| plan | candidate | block | on the device | resident | predicted ms | ms | "
+             "x best |",
+             "|---|--:|---|---|---|--:|--:|--:|"]
     predicted = {canonical(x["variant"]): x["predicted_ms"] for x in r["ranking"]}
     for key, v in sorted(timed.items(), key=lambda kv: kv[1]["ms"]):
         var = v["variant"]
         lines.append(f"| {key} | {var['candidate']} | "
                      f"{' x '.join(str(t) for t in var['threads'])} | "
                      f"{'yes' if var.get('device_steps') else 'no'} | "
+                     f"{'yes' if var.get('resident') else 'no'} | "
                      f"{cell(predicted.get(canonical(var)))} | {cell(v['ms'])} | "
                      f"{cell(v['ms'] / best, 2)} |")
     return lines

@@ -53,6 +53,8 @@ CANDIDATES = 3  # scheduler candidates the default considers
 # paper's rule grows a block from one warp until the occupancy target is met
 FITTED_THREADS = (256, 512, 1024)
 ROUND_SECONDS = 0.5e-6  # one dependent round of global accesses of a block (device steps)
+# the same round when the block's data is resident in shared memory (memory/residence.py)
+RESIDENT_ROUND_SECONDS = 0.05e-6
 DEVICE_STEP_THREADS = 1024  # a device-steps block: the widest, fewest rounds per step
 # one block reads at most this multiple of an even share (1/SMs) of the DRAM bandwidth
 SINGLE_SM_BANDWIDTH_SHARE = 2.0
@@ -155,11 +157,18 @@ def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant
             v = Variant(candidate=c, **fields)
             if v not in found:
                 found.append(v)
-        if prepared.candidates[c].host is not None:
+        host = prepared.candidates[c].host
+        if host is not None:
             wide = (DEVICE_STEP_THREADS,) if shape.n_mapped <= 1 else (
                 DEVICE_STEP_THREADS // 128, 128)
             found.append(Variant(candidate=c, tile=wide, threads=wide, shared=False,
                                  device_steps=True))
+            # each device-steps plan also with its data resident in shared memory for
+            # the block's life (specialized: the buffers need constant extents); the
+            # estimate refuses those whose data does not fit
+            found += [replace(v, device_steps=True, resident=True, specialize=True)
+                      for v in found if v.candidate == c and (
+                          v.device_steps or host.grid_dims)]
     return found
 
 
@@ -261,13 +270,15 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
 
 
 def device_steps_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], threads: int,
-                         limits: Limits = SM_90) -> tuple[float, str]:
+                         limits: Limits = SM_90, round_seconds: float = ROUND_SECONDS
+                         ) -> tuple[float, str]:
     """Seconds of ``costs``' kernels run as device steps in one block of ``threads``
     threads: per kernel, the longer of its rounds and one SM's share of the bandwidth
     and issue rate.  A kernel's instances of one step are spread over at most its own
     width (``widths``: blocks x threads of its widest step when launched; a kernel that
     loops on one thread stays one thread) and at most the block, one instance per
-    thread and round, :data:`ROUND_SECONDS` a round."""
+    thread and round, ``round_seconds`` a round (:data:`RESIDENT_ROUND_SECONDS` where
+    the block's data is resident in shared memory)."""
     sms = limits.multiprocessors
     bandwidth = limits.dram_bytes_per_s / sms * SINGLE_SM_BANDWIDTH_SHARE
     share = min(1.0, threads / limits.max_threads_per_sm / 0.125)  # issue saturation
@@ -277,7 +288,7 @@ def device_steps_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], thr
         per_step = x.instances / max(x.runs, 1)
         rounds = x.runs * max(1, math.ceil(per_step / max(1, min(threads, width))))
         rounds_all += rounds
-        total += max(rounds * ROUND_SECONDS, x.traffic_bytes / bandwidth,
+        total += max(rounds * round_seconds, x.traffic_bytes / bandwidth,
                      (x.instances + x.operand_loads) / issue_rate)
     return total, f"one block of {threads} threads, {rounds_all:,} rounds"
 
@@ -300,15 +311,17 @@ def compulsory_bytes(c: Compiled, params: Mapping[str, int]) -> int:
 
 
 def batch_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], threads: int,
-                  elements: int, registers: int, traffic: int, limits: Limits = SM_90
+                  elements: int, registers: int, traffic: int, limits: Limits = SM_90,
+                  shared_bytes: int = 0, round_seconds: float = ROUND_SECONDS
                   ) -> tuple[float, str]:
     """Seconds of a batch's device steps (``costs``: its host-launched twin's launches,
     counted over all elements): each element's rounds as in
-    :func:`device_steps_seconds`, run by as many blocks at once as are resident;
-    at least ``traffic`` over the bandwidth and the instances over the issue rate."""
-    _, share = concurrency(threads, registers, 0, max(elements, 1),
+    :func:`device_steps_seconds`, run by as many blocks at once as are resident (with
+    ``shared_bytes`` of shared memory each); at least ``traffic`` over the bandwidth
+    and the instances over the issue rate."""
+    _, share = concurrency(threads, registers, shared_bytes, max(elements, 1),
                            limits.multiprocessors, limits)
-    occupied = occupancy(threads, registers, 0, limits).blocks_per_sm
+    occupied = occupancy(threads, registers, shared_bytes, limits).blocks_per_sm
     resident = max(1, min(elements, occupied * limits.multiprocessors))
     rounds = 0
     for x, width in zip(costs, widths, strict=True):
@@ -317,7 +330,7 @@ def batch_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], threads: i
     issue = sum(x.instances + x.operand_loads for x in costs) / (
         limits.multiprocessors * limits.fp32_lanes_per_sm * limits.clock_hz
     ) / max(min(1.0, share / ISSUE_SATURATION), 1e-9)
-    seconds = max(rounds * ROUND_SECONDS / resident, traffic / limits.dram_bytes_per_s,
+    seconds = max(rounds * round_seconds / resident, traffic / limits.dram_bytes_per_s,
                   issue)
     return seconds, (f"{elements:,} elements, one block of {threads} threads each, "
                      f"{rounds // max(elements, 1):,} rounds per element, "
@@ -352,8 +365,9 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
         refused = _shared_accumulator(c)
         if refused:
             return PlanEstimate(variant, math.inf, 0, "", refused)
-        if variant.device_steps:
-            compile_variant(prepared, variant, params)  # proven and generated, or refused
+        residence = None
+        if variant.device_steps:  # proven and generated, or refused
+            residence = compile_variant(prepared, variant, params).residence
         costs = launch_costs(c, params, limits)
     except PolygpuError as e:
         return PlanEstimate(variant, math.inf, 0, "", str(e).splitlines()[0])
@@ -362,14 +376,19 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
         threads = {la.kernel: math.prod(la.block) for la in c.program.launches}
         widths = [x.blocks * threads[x.kernel] for x in costs]
         elements = c.batch_elements(params)
+        shared = residence.bytes if residence is not None else 0
+        round_seconds = RESIDENT_ROUND_SECONDS if residence is not None else ROUND_SECONDS
+        where = f", {shared:,} bytes resident" if residence is not None else ""
         if c.transformation.host.grid_dims:
             double = any(a.dtype == "float64" for a in c.kernel_scop.arrays)
             seconds, detail = batch_seconds(
                 costs, widths, max(threads.values()), elements,
-                _registers(variant, double), compulsory_bytes(c, params), limits)
-            return PlanEstimate(variant, seconds, 1, detail)
-        seconds, detail = device_steps_seconds(costs, widths, max(threads.values()), limits)
-        return PlanEstimate(variant, seconds, 1, detail)
+                _registers(variant, double), compulsory_bytes(c, params), limits,
+                shared, round_seconds)
+            return PlanEstimate(variant, seconds, 1, detail + where)
+        seconds, detail = device_steps_seconds(costs, widths, max(threads.values()), limits,
+                                               round_seconds)
+        return PlanEstimate(variant, seconds, 1, detail + where)
     candidate = Candidate("", variant, "kept", launches=costs)
     launches = sum(x.runs for x in costs)
     traffic = sum(x.traffic_bytes for x in costs)
