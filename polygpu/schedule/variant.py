@@ -6,8 +6,8 @@ pivot column and its trailing update), so one tile shape for all is rarely right
 ``Variant`` holds the program-wide settings and, in ``kernels``, the fields that a given
 kernel overrides; :meth:`Variant.for_kernel` merges them, and every stage that tiles,
 places or generates one kernel reads that kernel's merged variant.  ``candidate`` and
-``specialize`` (and ``device_steps``, ``resident``, ``fast_math``) concern the whole program and cannot
-be overridden per kernel.
+``specialize`` (and ``device_steps``, ``resident``, ``fast_math``) concern the whole
+program and cannot be overridden per kernel.
 
 JSON form (``compile --variant``, the tuning database): the fields, plus
 ``"kernels": {"1": {"tile": [32, 32], "threads": [8, 32]}}`` when a kernel differs.

@@ -54,7 +54,16 @@ CANDIDATES = 3  # scheduler candidates the default considers
 FITTED_THREADS = (256, 512, 1024)
 ROUND_SECONDS = 0.5e-6  # one dependent round of global accesses of a block (device steps)
 # the same round when the block's data is resident in shared memory (memory/residence.py)
-RESIDENT_ROUND_SECONDS = 0.05e-6
+RESIDENT_ROUND_SECONDS = 0.1e-6
+# a batch's rounds are issue-bound: many blocks share an SM, and each warp of a block
+# issues its guards, index arithmetic and barrier every round, working or idle, and
+# again for every block of a kernel's grid the block loops over.  Issue cycles per warp
+# (per round, per block iteration), fitted by least squares on the H200's per-element
+# Cholesky, 46 plans (2026-11-29, tuning/results/NVIDIA-H200/
+# batched_cholesky_resident.json; within 0.5-1.4x of every measured time): the element
+# resident in shared memory, and in global memory (loads wait, and stall issue, longer)
+RESIDENT_WARP_CYCLES = (12.0, 2.5)
+GLOBAL_WARP_CYCLES = (18.0, 7.5)
 DEVICE_STEP_THREADS = 1024  # a device-steps block: the widest, fewest rounds per step
 # one block reads at most this multiple of an even share (1/SMs) of the DRAM bandwidth
 SINGLE_SM_BANDWIDTH_SHARE = 2.0
@@ -163,12 +172,13 @@ def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant
                 DEVICE_STEP_THREADS // 128, 128)
             found.append(Variant(candidate=c, tile=wide, threads=wide, shared=False,
                                  device_steps=True))
-            # each device-steps plan also with its data resident in shared memory for
-            # the block's life (specialized: the buffers need constant extents); the
-            # estimate refuses those whose data does not fit
-            found += [replace(v, device_steps=True, resident=True, specialize=True)
-                      for v in found if v.candidate == c and (
-                          v.device_steps or host.grid_dims)]
+            # a batch's plans also with each element resident in shared memory for its
+            # block's life (specialized: the buffers need constant extents; the estimate
+            # refuses elements that do not fit).  One block running a whole region's
+            # steps may be resident too, but only the search tries that: unmeasured
+            if host.grid_dims:
+                found += [replace(v, device_steps=True, resident=True, specialize=True)
+                          for v in found if v.candidate == c]
     return found
 
 
@@ -312,26 +322,35 @@ def compulsory_bytes(c: Compiled, params: Mapping[str, int]) -> int:
 
 def batch_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], threads: int,
                   elements: int, registers: int, traffic: int, limits: Limits = SM_90,
-                  shared_bytes: int = 0, round_seconds: float = ROUND_SECONDS
+                  shared_bytes: int = 0, round_seconds: float = ROUND_SECONDS,
+                  warp_cycles: tuple[float, float] = GLOBAL_WARP_CYCLES
                   ) -> tuple[float, str]:
     """Seconds of a batch's device steps (``costs``: its host-launched twin's launches,
     counted over all elements): each element's rounds as in
     :func:`device_steps_seconds`, run by as many blocks at once as are resident (with
-    ``shared_bytes`` of shared memory each); at least ``traffic`` over the bandwidth
-    and the instances over the issue rate."""
+    ``shared_bytes`` of shared memory each), and never faster than every warp's
+    ``warp_cycles`` issue cycles -- per round, and per block of a kernel's grid at a
+    step (``x.blocks``, at the middle step), which the block runs one after another --
+    on all SMs; at least ``traffic`` over the bandwidth and the instances over the
+    issue rate."""
     _, share = concurrency(threads, registers, shared_bytes, max(elements, 1),
                            limits.multiprocessors, limits)
     occupied = occupancy(threads, registers, shared_bytes, limits).blocks_per_sm
     resident = max(1, min(elements, occupied * limits.multiprocessors))
-    rounds = 0
+    rounds = iterations = 0
     for x, width in zip(costs, widths, strict=True):
         per_step = x.instances / max(x.runs, 1)
         rounds += x.runs * max(1, math.ceil(per_step / max(1, min(threads, width))))
+        iterations += x.runs * max(1, x.blocks)
     issue = sum(x.instances + x.operand_loads for x in costs) / (
         limits.multiprocessors * limits.fp32_lanes_per_sm * limits.clock_hz
     ) / max(min(1.0, share / ISSUE_SATURATION), 1e-9)
-    seconds = max(rounds * round_seconds / resident, traffic / limits.dram_bytes_per_s,
-                  issue)
+    warps = -(-threads // 32)
+    per_round, per_iteration = warp_cycles  # (rounds, iterations: of all elements)
+    issued = (rounds * per_round + iterations * per_iteration) * warps / (
+        limits.multiprocessors * limits.clock_hz)
+    seconds = max(rounds * round_seconds / resident, issued,
+                  traffic / limits.dram_bytes_per_s, issue)
     return seconds, (f"{elements:,} elements, one block of {threads} threads each, "
                      f"{rounds // max(elements, 1):,} rounds per element, "
                      f"{resident:,} blocks resident")
@@ -378,13 +397,14 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
         elements = c.batch_elements(params)
         shared = residence.bytes if residence is not None else 0
         round_seconds = RESIDENT_ROUND_SECONDS if residence is not None else ROUND_SECONDS
+        warp_cycles = RESIDENT_WARP_CYCLES if residence is not None else GLOBAL_WARP_CYCLES
         where = f", {shared:,} bytes resident" if residence is not None else ""
         if c.transformation.host.grid_dims:
             double = any(a.dtype == "float64" for a in c.kernel_scop.arrays)
             seconds, detail = batch_seconds(
                 costs, widths, max(threads.values()), elements,
                 _registers(variant, double), compulsory_bytes(c, params), limits,
-                shared, round_seconds)
+                shared, round_seconds, warp_cycles)
             return PlanEstimate(variant, seconds, 1, detail + where)
         seconds, detail = device_steps_seconds(costs, widths, max(threads.values()), limits,
                                                round_seconds)

@@ -359,25 +359,32 @@ def space(prepared: Prepared, params: Mapping[str, int],
     """The whole space of a prepared region at ``params``; for a candidate with host
     loops also a few of its variants with the loops run on the device in one block
     (``device_steps``: one launch instead of one per step, which only measurement can
-    weigh against a whole GPU per step), shared staging off so every kernel can take it."""
+    weigh against a whole GPU per step), shared staging off so every kernel can take it,
+    each with its twin whose data is resident in shared memory for the block's life."""
     result = []
     for s in shapes(prepared, params, options.candidates):
         found = variants(s, options)
         result += found
         host = prepared.candidates[s.candidate].host
+        # device steps also with the block's data resident in shared memory for its
+        # life (memory/residence.py), where the variants are specialized (constant
+        # extents); a region whose data does not fit is refused when compiled
+        twins = (False, True) if options.specialize else (False,)
         if host is not None and host.grid_dims:
             # a batch runs on the device only (pipeline.batch_on_device): every shape
-            # there, one element per block, unstaged like every device-steps plan
+            # there, one element per block, kernels unstaged like every device-steps plan
             result = result[:len(result) - len(found)]
             for v in found:
-                device = replace(v, device_steps=True, shared=False, prefetch=False)
-                if device not in result:
-                    result.append(device)
+                for resident in twins:
+                    device = replace(v, device_steps=True, shared=False, prefetch=False,
+                                     resident=resident)
+                    if device not in result:
+                        result.append(device)
         elif host is not None:
             seen = set()
             for v in found:
                 device = replace(v, device_steps=True, shared=False, prefetch=False)
                 if device not in seen and len(seen) < DEVICE_STEP_VARIANTS:
                     seen.add(device)
-                    result.append(device)
+                    result += [replace(device, resident=r) for r in twins]
     return result
