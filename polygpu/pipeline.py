@@ -14,7 +14,7 @@ from functools import lru_cache
 
 import islpy as isl
 
-from polygpu.codegen.cuda import device_steps_possible, generate
+from polygpu.codegen.cuda import device_steps_possible, generate, group_threads
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 from polygpu.frontend import load
@@ -313,9 +313,21 @@ def _generate(an: Analysis, tr: Transformation, variant: Variant,
             f"{b.array} ({b.bytes} bytes)" for b in residence.buffers)
     # sizes given without specializing still choose the index width (64-bit where 32-bit
     # offsets would overflow at them)
+    elements = variant.elements_per_block
+    if elements > 1:
+        if not variant.device_steps or \
+                group_threads(kernels, memory, grid_dims) is None:
+            try:
+                group_threads(kernels, memory, grid_dims, require=True)
+                why = "elements per block need device steps"
+            except ValueError as e:
+                why = str(e)
+            raise PolygpuError(f"variant: elements_per_block {elements}: {why}", scop.loc)
+        comment += f"\n{elements} elements per block, a group of threads each"
     return generate(scop, kernels, comment, memory, sizes=params,
                     device_steps=variant.device_steps, fast_math=variant.fast_math,
-                    grid_dims=grid_dims, residence=residence), residence
+                    grid_dims=grid_dims, residence=residence,
+                    elements=elements), residence
 
 
 def resident_plan(scop: Scop, kernels: tuple[TiledKernel, ...], memory: MemoryPlan,

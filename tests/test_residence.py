@@ -151,3 +151,53 @@ def test_the_model_picks_close_to_the_best_measured_plan(n, slack):
     assert picked <= slack * min(times.values())
     # and residence pays where an element has many steps: the pick at 32 and 64 is one
     assert choice.variant.resident == (n >= 32)
+
+
+@pytest.mark.parametrize("n,threads,per_block,resident", [
+    (1, (4, 8), 8, True), (3, (2, 2), 5, True), (5, (4, 4), 8, False), (17, (2, 8), 3, True)])
+def test_groups_of_threads_per_element_are_exact_at_odd_sizes(n, threads, per_block,
+                                                              resident):
+    """Several elements per block, each run by a group of threads (a warp or less) that
+    synchronizes with __syncwarp over its own lanes; resident elements each have their
+    own buffers.  nb = 37 leaves the last block's groups partly without elements."""
+    params = {"nb": 37, "n": n}
+    prepared = prepare(CHOLESKY, params=params)
+    variant = _resident(prepared, tile=threads, threads=threads, resident=resident,
+                        elements_per_block=per_block)
+    compiled = compile_variant(prepared, variant, params)
+    group = 1 << (threads[0] * threads[1] - 1).bit_length()
+    (launch,) = compiled.program.launches
+    assert launch.block == (group * per_block, 1, 1)
+    text = compiled.program.source
+    assert "__syncthreads" not in text and "__syncwarp(pg_mask)" in text
+    assert (f"pg_res_a_all[{per_block}]" in text) == resident
+    result = check_program(compiled.program, compiled.source_scop, CHOLESKY, params, seed=5)
+    assert result.ok, result.message
+
+
+def test_groups_need_a_batch_and_at_most_a_warp_per_element():
+    params = {"nb": 37, "n": 5}
+    prepared = prepare(CHOLESKY, params=params)
+    with pytest.raises(PolygpuError, match="exceed a warp"):
+        compile_variant(prepared, _resident(prepared, tile=(8, 8), threads=(8, 8),
+                                            elements_per_block=4), params)
+    cholesky = prepare("kernels/cholesky.c", params={"n": 5})
+    host = next(k for k, tr in enumerate(cholesky.candidates) if tr.host is not None)
+    with pytest.raises(PolygpuError, match="need a batch"):
+        compile_variant(cholesky, Variant(candidate=host, tile=(4, 8), threads=(4, 8),
+                                          shared=False, device_steps=True,
+                                          elements_per_block=2), {"n": 5})
+    assert "elements_per_block" not in Variant().to_json()
+    with pytest.raises(PolygpuError, match="elements_per_block"):
+        Variant(elements_per_block=0)
+
+
+def test_the_default_plans_of_a_batch_include_a_warp_per_element():
+    from polygpu.search import plan_model
+
+    params = {"nb": 1000, "n": 16}
+    prepared = prepare(CHOLESKY, params=params)
+    grouped = [v for v in plan_model.plan_variants(prepared, params)
+               if v.elements_per_block > 1]
+    assert {v.resident for v in grouped} == {True, False}
+    assert all(v.threads == (4, 8) and v.tile == (16, 16) for v in grouped)

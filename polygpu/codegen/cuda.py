@@ -227,7 +227,8 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
              plan: MemoryPlan | None = None,
              sizes: Mapping[str, int] | None = None,
              device_steps: bool = False, fast_math: bool = False,
-             grid_dims: int = 0, residence: Residence | None = None) -> KernelProgram:
+             grid_dims: int = 0, residence: Residence | None = None,
+             elements: int = 1) -> KernelProgram:
     """CUDA text and launch plan for the tiled kernels of one region, with the buffers
     the memory stage planned (none without a plan).
 
@@ -243,7 +244,10 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
     not a loop but the block: one block per element of the batch, each running its
     element's steps.  ``residence`` (device steps only, :mod:`polygpu.memory.residence`):
     the block's shared buffers for life, copied in before the first step and out after
-    the last; every reference to their arrays goes to them.
+    the last; every reference to their arrays goes to them.  ``elements`` (a batch's
+    device steps): elements per block, each run by its own group of threads -- the
+    kernels' threads rounded up to a power of two, at most a warp -- whose barriers are
+    ``__syncwarp`` over the group's lanes (:func:`group_threads`).
 
     ``sizes``: parameter values an unspecialized program is meant for (``compile -p``,
     ``optimize(params=...)``): where 32-bit index arithmetic would overflow at them, the
@@ -288,8 +292,12 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
     if device_steps:
         device_steps_possible(scop, kernels, plan, require=True)
         block_threads = max(k.n_threads for k in kernels)
-    elif residence is not None:
-        raise ValueError("resident buffers need device steps")
+        barrier = "__syncthreads()"
+        if elements > 1:
+            group = group_threads(kernels, plan, grid_dims, require=True)
+            block_threads, barrier = group * elements, f"__syncwarp({_MASK})"
+    elif residence is not None or elements > 1:
+        raise ValueError("resident buffers and groups need device steps")
     resident = list(residence.buffers) if residence is not None else []
     resident_views = {b.array: staging.view(b, index64) for b in resident}
     everyone = frozenset(s.name for s in scop.statements)
@@ -364,7 +372,8 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         if fold:
             body = _folded_loop(kernel, grid, body, values)
         if device_steps:
-            bodies.append(_block_loops(kernel, grid, body, itype, block_threads))
+            bodies.append(_block_loops(kernel, grid, body, itype,
+                                       block_threads // elements, barrier))
             continue
         decl = cgen.FunctionDeclaration(
             cgen.Value("__global__ void", f"__launch_bounds__({kernel.n_threads}) {name}"),
@@ -398,13 +407,14 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
     if device_steps:
         static = sum(plan.shared_bytes(k.index) for k in kernels) if plan else 0
         dynamic = bool(resident) and \
-            staging.dynamic_bytes(resident) + static > STATIC_SHARED_BYTES
+            elements * staging.dynamic_bytes(resident) + static > STATIC_SHARED_BYTES
         code, grid = _steps_kernel(scop, kernels, bodies, args, block_threads, itype,
-                                   grid_dims, resident, dynamic)
+                                   grid_dims, resident, dynamic, elements)
         parts.append(code)
         launches = [Launch(kernel=f"{scop.function}_steps", grid=(grid, "1", "1"),
                            block=(block_threads, 1, 1),
-                           shared_bytes=staging.dynamic_bytes(resident) if dynamic else 0)]
+                           shared_bytes=elements * staging.dynamic_bytes(resident)
+                           if dynamic else 0)]
         steps, host_iterators = [], ()
     return KernelProgram(
         function=scop.function,
@@ -552,8 +562,33 @@ def _thread_id(kernel: TiledKernel, k: int) -> str:
     return value if k + 1 == kernel.n_mapped else f"({value}) % {kernel.threads[k]}"
 
 
+def group_threads(kernels: tuple[TiledKernel, ...], plan: MemoryPlan | None,
+                  grid_dims: int, require: bool = False) -> int | None:
+    """The threads of one element's group when a batch's block runs several elements
+    (``generate(elements=...)``): the kernels' widest thread count rounded up to a power
+    of two, which must be a warp or less (a group synchronizes with ``__syncwarp``), and
+    no kernel may stage in shared memory of its own (one copy per block, not per
+    element).  None (or ValueError with ``require``) where groups are impossible."""
+    why = None
+    widest = max(k.n_threads for k in kernels)
+    group = 1 << (widest - 1).bit_length()
+    if not grid_dims:
+        why = "elements per block need a batch"
+    elif group > 32:
+        why = f"{widest} threads per element exceed a warp"
+    elif plan is not None and any(b.space == "shared" for b in plan.buffers):
+        why = "a kernel stages data in shared memory of its own"
+    if why and require:
+        raise ValueError(f"groups of threads per element impossible: {why}")
+    return None if why else group
+
+
+_MASK = "pg_mask"  # the lanes of this thread's element group (__syncwarp's mask)
+_GROUP = "pg_group"  # which of the block's elements this thread works on
+
+
 def _block_loops(kernel: TiledKernel, grid: list[str], body: list, itype: str,
-                 block_threads: int) -> list:
+                 block_threads: int, barrier: str = "__syncthreads()") -> list:
     """``body`` run for every block of the kernel's grid in turn, by the threads the
     kernel uses (all when it uses the whole block), then a barrier for all."""
     inner = cgen.Block(body)
@@ -564,13 +599,13 @@ def _block_loops(kernel: TiledKernel, grid: list[str], body: list, itype: str,
     inner = [inner]
     if kernel.n_threads < block_threads:
         inner = [cgen.If(f"{_TID} < {kernel.n_threads}", cgen.Block(inner))]
-    return inner + [cgen.Statement("__syncthreads()")]
+    return inner + [cgen.Statement(barrier)]
 
 
 def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[list],
                   args: tuple[Argument, ...], block_threads: int, itype: str,
                   grid_dims: int = 0, resident: list | None = None,
-                  dynamic: bool = False) -> tuple[str, str]:
+                  dynamic: bool = False, elements: int = 1) -> tuple[str, str]:
     """One kernel running the host loops, and its grid (a C expression): isl generates
     the loops over every (step, kernel) in the launch order -- steps lexicographically,
     kernels in order -- and each kernel's body runs at its steps, the host iterators
@@ -578,7 +613,9 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
     iterator is the block's element, ``lower + blockIdx.x``, over the bounding range of
     its values: isl guards the steps of values outside the set (a strided batch).
     ``resident`` buffers (carved from dynamic shared memory if ``dynamic``) are loaded
-    by all threads before the steps and stored after them, barriers around."""
+    by all threads before the steps and stored after them, barriers around.  With
+    ``elements`` per block, thread group ``threadIdx.x / group`` runs element
+    ``lower + elements * blockIdx.x + group`` with its own resident buffers."""
     schedule = None
     n_host = len(scop.host) - grid_dims
     for kernel in kernels:
@@ -593,10 +630,12 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
     if grid_dims:
         element = scop.host[0]
         context, lower, extent = _element_range(context, element)
-        grid = grid_expression(extent, 1)
+        grid = grid_expression(extent, elements)
         build = isl.AstBuild.from_context(isl.Set.universe(lower.get_domain_space()))
+        first = "blockIdx.x" if elements == 1 else \
+            f"{elements} * ({itype})blockIdx.x + {_GROUP}"
         bind = [cgen.Line(f"const {itype} {element} = "
-                          f"{build.expr_from_pw_aff(lower).to_C_str()} + blockIdx.x;")]
+                          f"{build.expr_from_pw_aff(lower).to_C_str()} + {first};")]
     # the steps carry the same parities as the kernels' domains (a descending strided
     # host loop): isl's failures on them are retried like the kernels'
     ast = node_from_schedule_map(isl.AstBuild.from_context(context), schedule)
@@ -609,10 +648,21 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
         return bind + index[name]
 
     emitter = Emitter(scop, 1, user=user, index64=itype != "int")
-    body = [cgen.Line(f"const int {_TID} = threadIdx.x;")] + bind
+    group = block_threads // elements
+    if elements == 1:
+        body = [cgen.Line(f"const int {_TID} = threadIdx.x;")]
+        barrier = "__syncthreads()"
+    else:
+        lanes = "0xffffffffu" if group == 32 else \
+            f"{hex((1 << group) - 1)}u << (threadIdx.x % 32 / {group} * {group})"
+        body = [cgen.Line(f"const int {_TID} = threadIdx.x % {group};"),
+                cgen.Line(f"const int {_GROUP} = threadIdx.x / {group};"),
+                cgen.Line(f"const unsigned {_MASK} = {lanes};")]
+        barrier = f"__syncwarp({_MASK})"
+    body += bind
     if resident:
-        body += _resident(scop, resident, block_threads, itype != "int", dynamic,
-                          emitter.node(ast))
+        body += _resident(scop, resident, group, itype != "int", dynamic,
+                          emitter.node(ast), elements, barrier)
     else:
         body += emitter.node(ast)
     decl = cgen.FunctionDeclaration(
@@ -621,15 +671,20 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
         _parameter_list(scop, args, host=False))
     what = ("one block per element of the batch, each running its element's steps in "
             "order" if grid_dims else "one block, each host step's kernels in order")
+    if elements > 1:
+        what = (f"{elements} elements of the batch per block, a group of {group} threads "
+                "each running its element's steps in order")
     return (f"// the host loops run on the device: {what}, with a barrier after each "
             "kernel\n" + str(cgen.FunctionBody(decl, cgen.Block(body)))), grid
 
 
 def _resident(scop: Scop, resident: list, threads: int, index64: bool, dynamic: bool,
-              steps: list) -> list:
+              steps: list, elements: int = 1, barrier: str = "__syncthreads()") -> list:
     """``steps`` between the copies of the resident buffers: declarations, copy-ins of
     what is read, a barrier, the steps (each ends with a barrier), copy-outs of what is
-    written."""
+    written.  ``threads``: those of one element; with several ``elements`` per block
+    each buffer is declared once per element and named, for the group's code, by a
+    pointer to its group's copy."""
     printer = Printer({a.name: a.shape_exprs for a in scop.program_arrays}, frozenset(),
                       {}, index64=index64)
     known = scop.context
@@ -637,13 +692,16 @@ def _resident(scop: Scop, resident: list, threads: int, index64: bool, dynamic: 
     if dynamic:
         out.append(cgen.Line(
             f"extern __shared__ __align__(16) unsigned char {staging.DYNAMIC}[];"))
-    out += staging.declarations(resident, dynamic)
+    if elements == 1:
+        out += staging.declarations(resident, dynamic)
+    else:
+        out += staging.group_declarations(resident, dynamic, elements, _GROUP)
     for b in resident:
         if b.reads is not None:
             out += staging.resident_copy(b, printer, "in", threads, known)
-    out.append(cgen.Statement("__syncthreads()"))
+    out.append(cgen.Statement(barrier))
     out += steps
-    out.append(cgen.Statement("__syncthreads()"))
+    out.append(cgen.Statement(barrier))
     for b in resident:
         if b.writes is not None:
             out += staging.resident_copy(b, printer, "out", threads, known)

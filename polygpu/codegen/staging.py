@@ -98,6 +98,29 @@ def declarations(buffers: list[Buffer], dynamic: bool) -> list:
     return out
 
 
+def group_declarations(buffers: list[Buffer], dynamic: bool, elements: int,
+                       group: str) -> list:
+    """Shared ``buffers`` once per element of a block (``elements`` groups), each
+    named by a pointer to the copy of the thread's group (``group``: its index)."""
+    out = []
+    offset = 0
+    for b in buffers:
+        ctype = ir.DTYPES[b.dtype][0]
+        inner = "".join(f"[{e}]" for e in b.row_extents[1:])
+        size = -(-b.bytes // 16) * 16
+        if dynamic:
+            base = f"{DYNAMIC} + {offset} + {size} * {group}"
+            offset += size * elements
+        else:
+            dims = "".join(f"[{e}]" for e in b.row_extents)
+            out.append(cgen.Line(
+                f"__shared__ __align__(16) {ctype} {b.name}_all[{elements}]{dims};"))
+            base = f"{b.name}_all[{group}]"
+        out.append(cgen.Line(f"{ctype} (*{b.name}){inner} = "
+                             f"reinterpret_cast<{ctype} (*){inner}>({base});"))
+    return out
+
+
 def buffer_parameters(buffers: list[Buffer]) -> list:
     """Shared ``buffers`` as parameters of a device function: pointers to their rows
     (a static array and a carved dynamic one alike)."""

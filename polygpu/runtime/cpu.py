@@ -73,7 +73,8 @@ def host_source(program: KernelProgram) -> str:
         f"reinterpret_cast<{m['type']} *>(polygpu_emu::dynamic_shared);",
         program.source,
     )
-    concurrent = "true" if "__syncthreads" in program.source else "false"
+    concurrent = "true" if "__syncthreads" in program.source or \
+        "__syncwarp" in program.source else "false"
     params = ", ".join(
         f"{DTYPES[a.dtype][0]} {'*' if a.pointer else ''}{a.name}"
         for a in program.arguments

@@ -32,6 +32,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <thread>
 #include <type_traits>
@@ -89,6 +92,35 @@ static inline void __syncthreads() {
         abort();
     }
     polygpu_emu::block_barrier->arrive_and_wait();
+}
+// __syncwarp(mask): a barrier of the block's threads in `mask` (lanes of the caller's warp):
+// one std::barrier per (first thread, mask), made on first use.  CUDA requires every thread
+// in the mask to pass the same __syncwarp calls, so each phase completes and the barrier is
+// reused as it is by the next block and launch.
+namespace polygpu_emu {
+static std::mutex warp_barriers_mutex;
+static std::map<std::pair<unsigned, unsigned>, std::unique_ptr<Barrier>> warp_barriers;
+}  // namespace polygpu_emu
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+    if (!polygpu_emu::block_barrier) {
+        fputs("polygpu emulator: __syncwarp() in a launch run without threads\n", stderr);
+        abort();
+    }
+    unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned lane = t % 32;
+    if (!(mask >> lane & 1u)) {
+        fputs("polygpu emulator: __syncwarp(mask) by a thread outside mask\n", stderr);
+        abort();
+    }
+    polygpu_emu::Barrier *b;
+    {
+        std::lock_guard<std::mutex> lock(polygpu_emu::warp_barriers_mutex);
+        auto &slot = polygpu_emu::warp_barriers[{t - lane + unsigned(__builtin_ctz(mask)), mask}];
+        if (!slot)
+            slot = std::make_unique<polygpu_emu::Barrier>(std::ptrdiff_t(__builtin_popcount(mask)));
+        b = slot.get();
+    }
+    b->arrive_and_wait();
 }
 static inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }

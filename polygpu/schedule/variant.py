@@ -6,8 +6,8 @@ pivot column and its trailing update), so one tile shape for all is rarely right
 ``Variant`` holds the program-wide settings and, in ``kernels``, the fields that a given
 kernel overrides; :meth:`Variant.for_kernel` merges them, and every stage that tiles,
 places or generates one kernel reads that kernel's merged variant.  ``candidate`` and
-``specialize`` (and ``device_steps``, ``resident``, ``fast_math``) concern the whole
-program and cannot be overridden per kernel.
+``specialize`` (and ``device_steps``, ``resident``, ``elements_per_block``,
+``fast_math``) concern the whole program and cannot be overridden per kernel.
 
 JSON form (``compile --variant``, the tuning database): the fields, plus
 ``"kernels": {"1": {"tile": [32, 32], "threads": [8, 32]}}`` when a kernel differs.
@@ -24,7 +24,7 @@ from polygpu.errors import PolygpuError
 MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
 MAX_THREADS = 1024
 PROGRAM_WIDE = ("candidate", "specialize", "device_steps", "resident", "fast_math",
-                "kernels")
+                "elements_per_block", "kernels")
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,9 @@ class Variant:
     # device steps: the block keeps what it touches in shared memory for its whole life,
     # copied in before the first step and out after the last (memory/residence.py)
     resident: bool = False
+    # a batch's device steps: elements per block, each run by a group of threads (the
+    # kernels' threads rounded up to a power of two, at most a warp) with __syncwarp
+    elements_per_block: int = 1
     # float math through CUDA's fast intrinsics (expf, logf, sinf, cosf, powf as __expf,
     # ...: a few instructions instead of a software routine, within a few ulp for
     # moderate arguments); opted into explicitly (``--fast-math``), never by the search
@@ -83,6 +86,8 @@ class Variant:
         total = math.prod(self.threads)
         if total > MAX_THREADS:
             raise PolygpuError(f"variant: {total} threads per block exceed {MAX_THREADS}")
+        if not 1 <= self.elements_per_block <= 1024:
+            raise PolygpuError("variant: elements_per_block is 1 to 1024")
         if self.time_tile < 0 or self.unroll < 1 or self.candidate < 0 or self.chunk < 1:
             raise PolygpuError("variant: time_tile >= 0, unroll >= 1, candidate >= 0, "
                                "chunk >= 1")
@@ -132,6 +137,8 @@ class Variant:
             del data["fast_math"]
         if not self.resident:
             del data["resident"]
+        if self.elements_per_block == 1:
+            del data["elements_per_block"]
         if self.kernels:  # absent when uniform, so older records keep their keys
             data["kernels"] = {str(k): {name: list(v) if isinstance(v, tuple) else v
                                         for name, v in o} for k, o in self.kernels}

@@ -179,7 +179,27 @@ def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant
             if host.grid_dims:
                 found += [replace(v, device_steps=True, resident=True, specialize=True)
                           for v in found if v.candidate == c]
+                found += _group_plans(c, shape.extents, shape.n_mapped)
     return found
+
+
+GROUP_BLOCK_THREADS = 256  # a block of groups of threads, one element each
+
+
+def _group_plans(candidate: int, extents: Sequence[int], n_mapped: int) -> list[Variant]:
+    """A batch's plans with a warp per element, several elements per block
+    (``elements_per_block``): the warp's threads spread as the inner extents allow,
+    its tile the element's extents rounded up to them (registers hold the rest), the
+    element resident in shared memory and not."""
+    n = min(max(n_mapped, 1), MAX_MAPPED)
+    extents = tuple(extents[-n:])
+    threads = (32,) if n == 1 else (1,) * (n - 2) + (4, 8)
+    tile = tuple(t * max(1, -(-min(e, 64) // t)) for e, t in zip(extents, threads,
+                                                                  strict=True))
+    per_block = GROUP_BLOCK_THREADS // 32
+    base = Variant(candidate=candidate, tile=tile, threads=threads, shared=False,
+                   device_steps=True, specialize=True, elements_per_block=per_block)
+    return [replace(base, resident=True), base]
 
 
 def _registers(variant: Variant, double: bool) -> int:
@@ -323,8 +343,8 @@ def compulsory_bytes(c: Compiled, params: Mapping[str, int]) -> int:
 def batch_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], threads: int,
                   elements: int, registers: int, traffic: int, limits: Limits = SM_90,
                   shared_bytes: int = 0, round_seconds: float = ROUND_SECONDS,
-                  warp_cycles: tuple[float, float] = GLOBAL_WARP_CYCLES
-                  ) -> tuple[float, str]:
+                  warp_cycles: tuple[float, float] = GLOBAL_WARP_CYCLES,
+                  per_block: int = 1) -> tuple[float, str]:
     """Seconds of a batch's device steps (``costs``: its host-launched twin's launches,
     counted over all elements): each element's rounds as in
     :func:`device_steps_seconds`, run by as many blocks at once as are resident (with
@@ -332,11 +352,14 @@ def batch_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], threads: i
     ``warp_cycles`` issue cycles -- per round, and per block of a kernel's grid at a
     step (``x.blocks``, at the middle step), which the block runs one after another --
     on all SMs; at least ``traffic`` over the bandwidth and the instances over the
-    issue rate."""
-    _, share = concurrency(threads, registers, shared_bytes, max(elements, 1),
+    issue rate.  With ``per_block`` elements per block, ``threads`` and ``shared_bytes``
+    are one element's (its group's: a fraction of a warp issues as one)."""
+    block = threads * per_block
+    blocks = -(-max(elements, 1) // per_block)
+    _, share = concurrency(block, registers, shared_bytes * per_block, blocks,
                            limits.multiprocessors, limits)
-    occupied = occupancy(threads, registers, shared_bytes, limits).blocks_per_sm
-    resident = max(1, min(elements, occupied * limits.multiprocessors))
+    occupied = occupancy(block, registers, shared_bytes * per_block, limits).blocks_per_sm
+    resident = max(1, min(elements, occupied * limits.multiprocessors * per_block))
     rounds = iterations = 0
     for x, width in zip(costs, widths, strict=True):
         per_step = x.instances / max(x.runs, 1)
@@ -345,13 +368,15 @@ def batch_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], threads: i
     issue = sum(x.instances + x.operand_loads for x in costs) / (
         limits.multiprocessors * limits.fp32_lanes_per_sm * limits.clock_hz
     ) / max(min(1.0, share / ISSUE_SATURATION), 1e-9)
-    warps = -(-threads // 32)
+    warps = -(-threads // 32) if per_block == 1 else threads / 32
     per_round, per_iteration = warp_cycles  # (rounds, iterations: of all elements)
     issued = (rounds * per_round + iterations * per_iteration) * warps / (
         limits.multiprocessors * limits.clock_hz)
     seconds = max(rounds * round_seconds / resident, issued,
                   traffic / limits.dram_bytes_per_s, issue)
-    return seconds, (f"{elements:,} elements, one block of {threads} threads each, "
+    each = (f"one block of {threads} threads each" if per_block == 1 else
+            f"{per_block} per block, {threads} threads each")
+    return seconds, (f"{elements:,} elements, {each}, "
                      f"{rounds // max(elements, 1):,} rounds per element, "
                      f"{resident:,} blocks resident")
 
@@ -393,6 +418,9 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
     if variant.device_steps:
         # the block is as wide as the widest kernel's (codegen/cuda.py _steps_kernel)
         threads = {la.kernel: math.prod(la.block) for la in c.program.launches}
+        if variant.elements_per_block > 1:  # one element's group of threads
+            group = 1 << (max(threads.values()) - 1).bit_length()
+            threads = {k: group for k in threads}
         widths = [x.blocks * threads[x.kernel] for x in costs]
         elements = c.batch_elements(params)
         shared = residence.bytes if residence is not None else 0
@@ -404,7 +432,7 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
             seconds, detail = batch_seconds(
                 costs, widths, max(threads.values()), elements,
                 _registers(variant, double), compulsory_bytes(c, params), limits,
-                shared, round_seconds, warp_cycles)
+                shared, round_seconds, warp_cycles, variant.elements_per_block)
             return PlanEstimate(variant, seconds, 1, detail + where)
         seconds, detail = device_steps_seconds(costs, widths, max(threads.values()), limits,
                                                round_seconds)
