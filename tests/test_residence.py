@@ -126,15 +126,16 @@ def test_resident_programs_compile(tmp_path, dtype, n):
     assert re.search(r"Used \d+ registers", out.stderr)
 
 
-RECORDED = "tuning/results/NVIDIA-H200/batched_cholesky_resident.json"
+RECORDED = "tuning/results/NVIDIA-H200/batched_cholesky_groups.json"
 
 
-@pytest.mark.parametrize("n,slack", [(8, 1.05), (32, 1.05), (64, 1.10)])
-def test_the_model_picks_close_to_the_best_measured_plan(n, slack):
-    """Replay of the H200's run (every plan the default ranked, checked and timed, the
-    resident ones among them): the model's pick at (nb, n) was measured, within
-    ``slack`` of the fastest.  n = 16 is not here: the model prices a thread per element
-    at 4.3 ms where it took 19.4 (its 1 kB elements thrash L1; not modelled)."""
+@pytest.mark.parametrize("n", [8, 16, 32, 64])
+def test_the_model_picks_within_ten_percent_of_the_best_measured_plan(n):
+    """Replay of the H200's run of 2026-11-29 (every plan the default ranked -- a thread,
+    a warp or a block per element, resident or not -- checked and timed): the model's
+    pick at the run's (nb, n) was measured and is within 10 % of the fastest (issue 21).
+    It is a warp per element, resident, up to n = 32; at 64 the block's 8 warps take
+    the many-point pivot steps faster, and the model's pick is 1.07x the best."""
     import json
     from pathlib import Path
 
@@ -148,9 +149,8 @@ def test_the_model_picks_close_to_the_best_measured_plan(n, slack):
     sizes = {"nb": row["nb"], "n": n}
     choice = plan_model.choose(prepare(str(root / CHOLESKY), params=sizes), sizes)
     picked = times[canonical(choice.variant.to_json())]
-    assert picked <= slack * min(times.values())
-    # and residence pays where an element has many steps: the pick at 32 and 64 is one
-    assert choice.variant.resident == (n >= 32)
+    assert picked <= 1.10 * min(times.values())
+    assert choice.variant.resident
 
 
 @pytest.mark.parametrize("n,threads,per_block,resident", [
