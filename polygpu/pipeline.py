@@ -343,7 +343,9 @@ def resident_plan(scop: Scop, kernels: tuple[TiledKernel, ...], memory: MemoryPl
                            scop.loc)
     static = sum(memory.shared_bytes(k.index) for k in kernels)
     staged = {b.array for b in memory.buffers if b.space == "shared"}
-    residence = plan_residence(scop, kernels, grid_dims, MAX_SHARED_BYTES - static, staged)
+    # each element of a block has its own buffers: the block's shared memory is theirs
+    budget = (MAX_SHARED_BYTES - static) // variant.elements_per_block
+    residence = plan_residence(scop, kernels, grid_dims, budget, staged)
     if not residence.buffers:
         why = "; ".join(f"{a}: {reason}" for a, reason in residence.left) or "no arrays"
         raise PolygpuError(f"variant: resident, but no array can stay in shared memory "

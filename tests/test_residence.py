@@ -201,3 +201,21 @@ def test_the_default_plans_of_a_batch_include_a_warp_per_element():
                if v.elements_per_block > 1]
     assert {v.resident for v in grouped} == {True, False}
     assert all(v.threads == (4, 8) and v.tile == (16, 16) for v in grouped)
+
+
+def test_elements_of_a_block_share_its_shared_memory():
+    """fp64, n = 64: one element's matrix is 33 kB resident (rows padded); eight of them
+    would need 270 kB, more than a block may have (the H200 refused such a launch).  The
+    budget is the block's shared memory over its elements: the matrices stay in global
+    memory, the vectors are resident, and the program is exact."""
+    params = {"nb": 37, "n": 64}
+    prepared = prepare(CHOLESKY, defines=DOUBLE, params=params)
+    compiled = compile_variant(prepared, _resident(prepared, tile=(64, 64), threads=(4, 8),
+                                                   elements_per_block=8), params)
+    (launch,) = compiled.program.launches
+    assert 8 * 64 * 64 * 8 > 227 * 1024 >= launch.shared_bytes
+    assert [b.array for b in compiled.residence.buffers] == ["b"]
+    assert [a for a, _ in compiled.residence.left] == ["a"]
+    result = check_program(compiled.program, compiled.source_scop, CHOLESKY, params, seed=4,
+                           defines=DOUBLE)
+    assert result.ok, result.message

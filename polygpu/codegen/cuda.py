@@ -45,7 +45,7 @@ from polygpu.codegen.thread_ast import (
     register_loops,
 )
 from polygpu.frontend import ir
-from polygpu.memory.placement import STATIC_SHARED_BYTES, MemoryPlan
+from polygpu.memory.placement import MAX_SHARED_BYTES, STATIC_SHARED_BYTES, MemoryPlan
 from polygpu.memory.residence import Residence
 from polygpu.model import atomic
 from polygpu.model.isl_util import union_of_sets
@@ -408,6 +408,9 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         static = sum(plan.shared_bytes(k.index) for k in kernels) if plan else 0
         dynamic = bool(resident) and \
             elements * staging.dynamic_bytes(resident) + static > STATIC_SHARED_BYTES
+        if elements * staging.dynamic_bytes(resident) + static > MAX_SHARED_BYTES:
+            raise ValueError(f"resident buffers of {elements} elements exceed the "
+                             f"{MAX_SHARED_BYTES} bytes of shared memory of a block")
         code, grid = _steps_kernel(scop, kernels, bodies, args, block_threads, itype,
                                    grid_dims, resident, dynamic, elements)
         parts.append(code)

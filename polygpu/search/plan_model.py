@@ -424,9 +424,14 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
         widths = [x.blocks * threads[x.kernel] for x in costs]
         elements = c.batch_elements(params)
         shared = residence.bytes if residence is not None else 0
-        round_seconds = RESIDENT_ROUND_SECONDS if residence is not None else ROUND_SECONDS
-        warp_cycles = RESIDENT_WARP_CYCLES if residence is not None else GLOBAL_WARP_CYCLES
+        # the resident rates where all of the element is resident; a part in global
+        # memory waits on it as before
+        whole = residence is not None and not residence.left
+        round_seconds = RESIDENT_ROUND_SECONDS if whole else ROUND_SECONDS
+        warp_cycles = RESIDENT_WARP_CYCLES if whole else GLOBAL_WARP_CYCLES
         where = f", {shared:,} bytes resident" if residence is not None else ""
+        if residence is not None and residence.left:
+            where += " (" + ", ".join(a for a, _ in residence.left) + " in global memory)"
         if c.transformation.host.grid_dims:
             double = any(a.dtype == "float64" for a in c.kernel_scop.arrays)
             seconds, detail = batch_seconds(
