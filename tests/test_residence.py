@@ -219,3 +219,22 @@ def test_elements_of_a_block_share_its_shared_memory():
     result = check_program(compiled.program, compiled.source_scop, CHOLESKY, params, seed=4,
                            defines=DOUBLE)
     assert result.ok, result.message
+
+
+def test_the_search_space_of_a_batch_holds_residence_and_groups():
+    from polygpu.search.space import SpaceOptions, space
+
+    params = {"nb": 1000, "n": 16}
+    prepared = prepare(CHOLESKY, params=params)
+    # (the batch is candidate 2; the tuner also times the default's plans, whatever
+    # the space's count of candidates)
+    found = space(prepared, params, SpaceOptions(candidates=3))
+    batch = [v for v in found if v.candidate == _batch(prepared)]
+    assert all(v.device_steps for v in batch)
+    assert {v.resident for v in batch} == {True, False}
+    grouped = [v for v in batch if v.elements_per_block > 1]
+    assert {(v.threads, v.resident) for v in grouped} == {((4, 8), True), ((4, 8), False)}
+    # unspecialized variants cannot be resident (the buffers need constant extents)
+    plain = space(prepared, params, SpaceOptions(candidates=3, specialize=False))
+    assert not any(v.resident for v in plain)
+    assert any(v.elements_per_block > 1 for v in plain)

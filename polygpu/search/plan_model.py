@@ -146,7 +146,7 @@ def _shared_accumulator(c: Compiled) -> str:
 def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant]:
     """The plans the default chooses among (see the module docstring), in a fixed
     order: ties keep the earlier."""
-    from polygpu.search.space import fitted_threads, shapes
+    from polygpu.search.space import fitted_threads, group_variants, shapes
 
     found = []
     double = any(a.dtype == "float64" for a in prepared.analysis.scop.arrays)
@@ -179,27 +179,8 @@ def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant
             if host.grid_dims:
                 found += [replace(v, device_steps=True, resident=True, specialize=True)
                           for v in found if v.candidate == c]
-                found += _group_plans(c, shape.extents, shape.n_mapped)
+                found += group_variants(c, shape.extents, shape.n_mapped)
     return found
-
-
-GROUP_BLOCK_THREADS = 256  # a block of groups of threads, one element each
-
-
-def _group_plans(candidate: int, extents: Sequence[int], n_mapped: int) -> list[Variant]:
-    """A batch's plans with a warp per element, several elements per block
-    (``elements_per_block``): the warp's threads spread as the inner extents allow,
-    its tile the element's extents rounded up to them (registers hold the rest), the
-    element resident in shared memory and not."""
-    n = min(max(n_mapped, 1), MAX_MAPPED)
-    extents = tuple(extents[-n:])
-    threads = (32,) if n == 1 else (1,) * (n - 2) + (4, 8)
-    tile = tuple(t * max(1, -(-min(e, 64) // t)) for e, t in zip(extents, threads,
-                                                                  strict=True))
-    per_block = GROUP_BLOCK_THREADS // 32
-    base = Variant(candidate=candidate, tile=tile, threads=threads, shared=False,
-                   device_steps=True, specialize=True, elements_per_block=per_block)
-    return [replace(base, resident=True), base]
 
 
 def _registers(variant: Variant, double: bool) -> int:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import islpy as isl
@@ -352,6 +352,24 @@ def variants(shape: Shape, options: SpaceOptions) -> list[Variant]:
 
 
 DEVICE_STEP_VARIANTS = 4
+GROUP_BLOCK_THREADS = 256  # a batch's block of groups of threads, one element each
+
+
+def group_variants(candidate: int, extents: Sequence[int], n_mapped: int,
+                   specialize: bool = True) -> list[Variant]:
+    """A batch's plans with a warp per element, several elements per block
+    (``elements_per_block``): the warp's threads spread as the inner extents allow,
+    its tile the element's extents rounded up to them (a loop of points per thread),
+    the element resident in shared memory (specialized only) and not."""
+    n = min(max(n_mapped, 1), MAX_MAPPED)
+    extents = tuple(extents[-n:])
+    threads = (32,) if n == 1 else (1,) * (n - 2) + (4, 8)
+    tile = tuple(t * max(1, -(-min(e, 64) // t)) for e, t in zip(extents, threads,
+                                                                  strict=True))
+    base = Variant(candidate=candidate, tile=tile, threads=threads, shared=False,
+                   device_steps=True, specialize=specialize,
+                   elements_per_block=GROUP_BLOCK_THREADS // 32)
+    return ([replace(base, resident=True)] if specialize else []) + [base]
 
 
 def space(prepared: Prepared, params: Mapping[str, int],
@@ -360,7 +378,8 @@ def space(prepared: Prepared, params: Mapping[str, int],
     loops also a few of its variants with the loops run on the device in one block
     (``device_steps``: one launch instead of one per step, which only measurement can
     weigh against a whole GPU per step), shared staging off so every kernel can take it,
-    each with its twin whose data is resident in shared memory for the block's life."""
+    each with its twin whose data is resident in shared memory for the block's life; a
+    batch's also with a warp per element (:func:`group_variants`)."""
     result = []
     for s in shapes(prepared, params, options.candidates):
         found = variants(s, options)
@@ -380,6 +399,10 @@ def space(prepared: Prepared, params: Mapping[str, int],
                                      resident=resident)
                     if device not in result:
                         result.append(device)
+            for device in group_variants(s.candidate, s.extents, s.n_mapped,
+                                         options.specialize):
+                if device not in result:
+                    result.append(device)
         elif host is not None:
             seen = set()
             for v in found:
