@@ -238,3 +238,25 @@ def test_the_search_space_of_a_batch_holds_residence_and_groups():
     plain = space(prepared, params, SpaceOptions(candidates=3, specialize=False))
     assert not any(v.resident for v in plain)
     assert any(v.elements_per_block > 1 for v in plain)
+
+
+def test_the_batched_figure_marks_where_the_mappings_cross(tmp_path):
+    """tuning/batched.py's figure of a recorded run: the best plan of each execution
+    model over n; on the H200's run device steps (a warp per element) beat every
+    thread-based plan from n = 8 on, and a block beats a warp from 64."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    pytest.importorskip("matplotlib")
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("batched", root / "tuning" / "batched.py")
+    batched = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(batched)
+    data = json.loads((root / RECORDED).read_text())
+    assert batched.crossover(data["rows"]) == 8
+    assert batched.crossover(data["rows"], ("warp",), ("block",)) == 64
+    best = batched.best_by_mapping(next(r for r in data["rows"] if r["n"] == 16))
+    assert best["warp"] < best["block"] < best["thread"]
+    (png,) = batched.plot(data, tmp_path)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

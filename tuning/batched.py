@@ -20,11 +20,17 @@ checks and times every plan the default ranked (thread per element, one block pe
 element with the element's steps inside, its element resident in shared memory or not,
 ...): the model's pick against the best.
 
-Not built yet: the SoA layout, the plots of issue 21.
+``--plot JSON`` draws, per operation and dtype of a recorded run, the best plan of
+each execution model (a thread or a group of a block per element, a warp per element, a
+block per element) over n with the default's pick and torch, the crossover from thread-
+to device-steps mappings marked (also written after a ``--mappings`` run).
+
+Not built yet: the SoA layout.
 
     python tuning/batched.py --op gemm --op gemv --op dot --out tuning/results/<gpu>
     python tuning/batched.py --op cholesky --n 8 16 32 64 --mappings
     python tuning/batched.py --backend cpu --small                  # dry run
+    python tuning/batched.py --plot tuning/results/<gpu>/batched_cholesky_groups.json
 """
 
 from __future__ import annotations
@@ -195,6 +201,106 @@ def _mappings(r: dict) -> list[str]:
     return lines
 
 
+MAPPINGS = (("thread", "a thread (or a group of a block) per element, launched once"),
+            ("warp", "a warp per element, several per block (device steps)"),
+            ("block", "a block per element (device steps)"))
+
+
+def mapping_of(variant: dict) -> str:
+    """The execution model of a plan: ``thread`` (no device steps: the ordinary
+    mappings, a thread or a group of a block's threads per element), ``warp`` (device
+    steps, several elements per block) or ``block`` (device steps, one per block)."""
+    if not variant.get("device_steps"):
+        return "thread"
+    return "warp" if variant.get("elements_per_block", 1) > 1 else "block"
+
+
+def best_by_mapping(row: dict) -> dict[str, float]:
+    """The fastest timed plan of each execution model at one (op, n)."""
+    best: dict[str, float] = {}
+    for v in row.values():
+        if isinstance(v, dict) and v.get("ms") and "variant" in v:
+            kind = mapping_of(v["variant"])
+            best[kind] = min(best.get(kind, v["ms"]), v["ms"])
+    return best
+
+
+def crossover(rows: list[dict], before: tuple[str, ...] = ("thread",),
+              after: tuple[str, ...] = ("warp", "block")) -> int | None:
+    """The first n (rows in order of n) from which the best plan of the ``after``
+    mappings is faster than the best of the ``before`` ones, and stays so; None if
+    there is no such n among the rows that timed both."""
+    found = None
+    for r in sorted(rows, key=lambda r: r["n"]):
+        best = best_by_mapping(r)
+        late = min((best[k] for k in after if k in best), default=None)
+        early = min((best[k] for k in before if k in best), default=None)
+        if late is None or early is None:
+            continue
+        if late < early:
+            found = r["n"] if found is None else found
+        else:
+            found = None
+    return found
+
+
+def plot(data: dict, out: Path) -> list[Path]:
+    """One figure per (op, dtype): the best plan of each execution model over n, the
+    default's pick, torch, and the crossover from thread- to device-steps mappings
+    marked (issue 21); returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in data["rows"]:
+        groups.setdefault((r["op"], r["dtype"]), []).append(r)
+    for (op, dtype), rows in groups.items():
+        rows = sorted(rows, key=lambda r: r["n"])
+        ns = [r["n"] for r in rows]
+        fig, ax = plt.subplots(figsize=(6.4, 4.0))
+        for k, (kind, label) in enumerate(MAPPINGS):
+            points = [(r["n"], best_by_mapping(r).get(kind)) for r in rows]
+            points = [(n, ms) for n, ms in points if ms]
+            if points:
+                ax.plot(*zip(*points, strict=True), marker="o", color=f"C{k}",
+                        label=label)
+        picks = [(r["n"], r["default"].get("ms")) for r in rows if r["default"].get("ms")]
+        if picks:
+            ax.plot(*zip(*picks, strict=True), linestyle="none", marker="x", color="k",
+                    markersize=9, label="the default's pick (model)")
+        peer = [(r["n"], r["torch_ms"]) for r in rows if r.get("torch_ms")]
+        if peer:
+            ax.plot(*zip(*peer, strict=True), linestyle="--", color="0.4", label="torch")
+        marks = ((crossover(rows), "device steps faster than a thread from n = {}"),
+                 (crossover(rows, ("warp",), ("block",)),
+                  "a block faster than a warp from n = {}"))
+        for k, (at, text) in enumerate(marks):
+            if at is not None:
+                ax.axvline(at, color=f"C{3 + k}", alpha=0.5)
+                ax.text(at, 0.02 + 0.06 * k, f" {text.format(at)} ",
+                        transform=ax.get_xaxis_transform(), fontsize=7, va="bottom",
+                        ha="left" if at < ns[-1] else "right", color=f"C{3 + k}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(ns)
+        ax.set_xticklabels([str(n) for n in ns])
+        ax.set_xlabel("n (element size)")
+        ax.set_ylabel("ms (lower is better)")
+        ax.set_title(f"batched {op}, {dtype}, {data['gpu']} ({data['date']})", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+        fig.tight_layout()
+        path = out / f"batched_{op}_{dtype}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backend", choices=("gpu", "cpu"), default="gpu")
@@ -208,7 +314,15 @@ def main(argv=None) -> int:
     p.add_argument("--mappings", action="store_true",
                    help="also check and time every plan the default ranked")
     p.add_argument("--out")
+    p.add_argument("--plot", metavar="JSON",
+                   help="only draw the figures of a recorded run (into --out, else beside "
+                   "the JSON)")
     args = p.parse_args(argv)
+    if args.plot:
+        source = Path(args.plot)
+        for path in plot(json.loads(source.read_text()), Path(args.out or source.parent)):
+            print(path)
+        return 0
     device = get_device(args.backend)
     rows = []
     for op in args.op or ["gemm"]:
@@ -229,6 +343,8 @@ def main(argv=None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "batched.json").write_text(json.dumps(data, indent=1) + "\n")
         (out / "batched.md").write_text(text)
+        if any("ranking" in r for r in rows):  # the mappings to compare over n
+            plot(data, out)
     return 0
 
 
