@@ -30,7 +30,7 @@ from polygpu.schedule.legality import ExecutionSchedule, prove_legal, transforma
 from polygpu.schedule.ranking import space_dims
 from polygpu.schedule.tiling import TiledKernel, tile
 from polygpu.schedule.transformation import Transformation
-from polygpu.schedule.variant import Variant
+from polygpu.schedule.variant import MAX_THREADS, Variant
 from polygpu.transform.expand import Expansion, expand_temporaries
 from polygpu.transform.expand import Refusal as ExpandRefusal
 from polygpu.transform.snapshot import Snapshot, snapshot_inputs
@@ -315,13 +315,18 @@ def _generate(an: Analysis, tr: Transformation, variant: Variant,
     # offsets would overflow at them)
     elements = variant.elements_per_block
     if elements > 1:
-        if not variant.device_steps or \
-                group_threads(kernels, memory, grid_dims) is None:
+        group = group_threads(kernels, memory, grid_dims)
+        why = ""
+        if not variant.device_steps or group is None:
             try:
                 group_threads(kernels, memory, grid_dims, require=True)
                 why = "elements per block need device steps"
             except ValueError as e:
                 why = str(e)
+        elif group * elements > MAX_THREADS:
+            why = (f"{elements} groups of {group} threads exceed a block's {MAX_THREADS} "
+                   "threads")
+        if why:
             raise PolygpuError(f"variant: elements_per_block {elements}: {why}", scop.loc)
         comment += f"\n{elements} elements per block, a group of threads each"
     return generate(scop, kernels, comment, memory, sizes=params,

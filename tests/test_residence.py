@@ -260,3 +260,28 @@ def test_the_batched_figure_marks_where_the_mappings_cross(tmp_path):
     assert best["warp"] < best["block"] < best["thread"]
     (png,) = batched.plot(data, tmp_path)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("path,params", [("kernels/cholesky.c", {"n": 13}),
+                                         ("kernels/trisolv.c", {"n": 29})])
+def test_one_block_running_a_whole_region_may_keep_it_resident(path, params):
+    """Not a batch: one block runs every host step of the region (device steps), its
+    whole footprint resident -- the lifetime footprint with every host iterator
+    projected out; exact against the loop nest."""
+    prepared = prepare(path, params=params)
+    c = next(k for k, tr in enumerate(prepared.candidates)
+             if tr.host is not None and not tr.host.grid_dims)
+    compiled = compile_variant(prepared, Variant(candidate=c, tile=(32,), threads=(32,),
+                                                 shared=False, device_steps=True,
+                                                 resident=True, specialize=True), params)
+    assert compiled.residence.buffers and not compiled.residence.left
+    result = check_program(compiled.program, compiled.source_scop, path, params, seed=2)
+    assert result.ok, result.message
+
+
+def test_groups_fit_a_block():
+    params = {"nb": 37, "n": 5}
+    prepared = prepare(CHOLESKY, params=params)
+    with pytest.raises(PolygpuError, match="exceed a block's 1024 threads"):
+        compile_variant(prepared, _resident(prepared, tile=(4, 8), threads=(4, 8),
+                                            elements_per_block=64), params)
