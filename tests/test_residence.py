@@ -285,3 +285,22 @@ def test_groups_fit_a_block():
     with pytest.raises(PolygpuError, match="exceed a block's 1024 threads"):
         compile_variant(prepared, _resident(prepared, tile=(4, 8), threads=(4, 8),
                                             elements_per_block=64), params)
+
+
+@pytest.mark.parametrize("n", [1, 3, 5, 17])
+def test_interleaved_elements_are_exact_in_every_mapping(n):
+    """The structure-of-arrays layout (kernels/batched_cholesky_soa.c: element e's
+    entries nb apart): the default's pick and a warp per element, resident and not,
+    each checked against the loop nest at nb = 37."""
+    from polygpu.search import plan_model
+    from polygpu.search.space import group_variants
+
+    path = "kernels/batched_cholesky_soa.c"
+    params = {"nb": 37, "n": n}
+    prepared = prepare(path, params=params)
+    plans = [plan_model.choose(prepared, params).variant] + group_variants(
+        _batch(prepared), (n, n), 2)
+    for variant in plans:
+        compiled = compile_variant(prepared, variant, params)
+        result = check_program(compiled.program, compiled.source_scop, path, params, seed=7)
+        assert result.ok, (variant, result.message)

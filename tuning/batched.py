@@ -15,7 +15,9 @@ shapes (no TF32).  ``roofline`` is the compulsory traffic (each array read or wr
 once) over 3000 GB/s.
 
 ``cholesky`` (``kernels/batched_cholesky.c``: in-place factor and solve of S + 2n I)
-against ``torch.linalg.cholesky`` + ``torch.cholesky_solve``.  ``--mappings`` also
+against ``torch.linalg.cholesky`` + ``torch.cholesky_solve``; ``cholesky_soa`` the same
+with the elements interleaved (``kernels/batched_cholesky_soa.c``, structure of arrays:
+torch timed on its own AoS layout, no transposition counted).  ``--mappings`` also
 checks and times every plan the default ranked (thread per element, one block per
 element with the element's steps inside, its element resident in shared memory or not,
 ...): the model's pick against the best.
@@ -25,7 +27,7 @@ each execution model (a thread or a group of a block per element, a warp per ele
 block per element) over n with the default's pick and torch, the crossover from thread-
 to device-steps mappings marked (also written after a ``--mappings`` run).
 
-Not built yet: the SoA layout.
+Not built yet: gemm, gemv and dot in the SoA layout; a transposing adapter as a variant.
 
     python tuning/batched.py --op gemm --op gemv --op dot --out tuning/results/<gpu>
     python tuning/batched.py --op cholesky --n 8 16 32 64 --mappings
@@ -56,7 +58,8 @@ from polygpu.search.measurement import canonical  # noqa: E402
 
 KERNELS = {"gemm": ("batched_mm.c", "batched_mm"), "gemv": ("batched_gemv.c", "batched_gemv"),
            "dot": ("batched_dot.c", "batched_dot"),
-           "cholesky": ("batched_cholesky.c", "batched_cholesky")}
+           "cholesky": ("batched_cholesky.c", "batched_cholesky"),
+           "cholesky_soa": ("batched_cholesky_soa.c", "batched_cholesky_soa")}
 BANDWIDTH = 3000e9  # bytes/s: the H100's copy rate (about 2975 GB/s measured)
 COPY_BYTES = 768e6  # the copy that measures a GPU's rate: 384 MB read, 384 MB written
 
@@ -78,7 +81,8 @@ TORCH_TIMING = {"repeats": 20, "warmup": 1, "budget_ms": 1000.0}
 def words(op: str, n: int, nb: int) -> int:
     """Compulsory words moved: every input read and the output written once."""
     return nb * {"gemm": 3 * n * n, "gemv": n * n + 2 * n, "dot": 2 * n + 1,
-                 "cholesky": 2 * (n * n + n)}[op]  # cholesky: a and b read and written
+                 "cholesky": 2 * (n * n + n),  # a and b read and written
+                 "cholesky_soa": 2 * (n * n + n)}[op]
 
 
 def time_torch(op: str, n: int, nb: int, dtype: str) -> float | None:
@@ -87,7 +91,9 @@ def time_torch(op: str, n: int, nb: int, dtype: str) -> float | None:
         return None
     t = getattr(torch, dtype)
     torch.backends.cuda.matmul.allow_tf32 = False
-    if op == "cholesky":  # the same system: S + 2n I, lower triangle of a in [0.5, 1.5)
+    if op.startswith("cholesky"):  # the same system: S + 2n I, lower triangle of a in
+        # [0.5, 1.5); the SoA op's peer too: torch's batched routines take AoS only, so
+        # torch is timed on its own layout (a transposition to it would add 2 copies)
         s = torch.rand(nb, n, n, dtype=t, device="cuda") + 0.5
         s = torch.tril(s) + torch.tril(s, -1).transpose(1, 2) \
             + 2 * n * torch.eye(n, dtype=t, device="cuda")
@@ -113,7 +119,7 @@ def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
     row = {"op": op, "n": n, "nb": nb, "dtype": dtype}
     choice = plan_model.choose(prepared, sizes)
     plans = [("default", choice.variant)]
-    if op not in ("dot", "cholesky"):  # a 1-d mapping had no square block to compare with
+    if op in ("gemm", "gemv"):  # a 1-d mapping had no square block to compare with
         plans.append(("square", SQUARE))
     if args.mappings:  # every plan the default ranked: the model's pick against them all
         row["ranking"] = [{"variant": r.variant.to_json(), "predicted_ms": r.seconds * 1e3,
