@@ -311,8 +311,6 @@ def _generate(an: Analysis, tr: Transformation, variant: Variant,
     if residence is not None:
         comment += "\nresident in shared memory for the block's life: " + ", ".join(
             f"{b.array} ({b.bytes} bytes)" for b in residence.buffers)
-    # sizes given without specializing still choose the index width (64-bit where 32-bit
-    # offsets would overflow at them)
     elements = variant.elements_per_block
     if elements > 1:
         group = group_threads(kernels, memory, grid_dims)
@@ -329,6 +327,8 @@ def _generate(an: Analysis, tr: Transformation, variant: Variant,
         if why:
             raise PolygpuError(f"variant: elements_per_block {elements}: {why}", scop.loc)
         comment += f"\n{elements} elements per block, a group of threads each"
+    # sizes given without specializing still choose the index width (64-bit where 32-bit
+    # offsets would overflow at them)
     return generate(scop, kernels, comment, memory, sizes=params,
                     device_steps=variant.device_steps, fast_math=variant.fast_math,
                     grid_dims=grid_dims, residence=residence,

@@ -19,10 +19,13 @@ launching host steps and running them on the device:
   kernel and step, its instances over the block's threads in rounds of one dependent
   global access each (:data:`ROUND_SECONDS`), and never faster than one SM's share of
   the bandwidth and issue rate;
-* a batch (a ``batch`` host schedule: one element per block, its steps inside) is that
-  block's rounds on every resident block at once, and never faster than the compulsory
-  traffic (each array read and written once: an element's steps reuse it from the
-  caches) and the issue rate of the whole GPU.
+* a batch (a ``batch`` host schedule: one element per block, or per group of a block's
+  threads, its steps inside) is that block's rounds on every resident block at once,
+  and never faster than the issue its warps need -- every round and every block
+  iteration costs each of an element's warps a few cycles, working or idle
+  (:data:`RESIDENT_WARP_CYCLES`, fitted on the H200), the compulsory traffic (each
+  array read and written once: an element's steps reuse it from the caches) and the
+  issue rate of the whole GPU.
 
 The constants were measured on the H100 (``tuning/results/NVIDIA-H100-80GB-HBM3/
 plans_polybench.md``): 8000 host launches of triangular solve took 72.8 ms (9.1 us per
@@ -359,7 +362,7 @@ def batch_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], threads: i
             f"{per_block} per block, {threads} threads each")
     return seconds, (f"{elements:,} elements, {each}, "
                      f"{rounds // max(elements, 1):,} rounds per element, "
-                     f"{resident:,} blocks resident")
+                     f"{resident:,} elements resident at once")
 
 
 def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
