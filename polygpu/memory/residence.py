@@ -27,9 +27,9 @@ elements are loaded, only written ones stored.
 
 Arrays left in global memory, with the reason: targets of atomic updates (shared
 updates would race without atomics), arrays a kernel stages in a shared buffer of its
-own (references outside that kernel would go elsewhere), footprints without a constant box, and what
-does not fit the shared memory left (the smallest arrays are placed first, so as many
-as possible become resident).
+own (references outside that kernel would go elsewhere), footprints without a constant
+box, and what does not fit the shared memory left (the smallest arrays are placed
+first, so as many as possible become resident).
 """
 
 from __future__ import annotations
