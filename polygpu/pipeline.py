@@ -313,19 +313,16 @@ def _generate(an: Analysis, tr: Transformation, variant: Variant,
             f"{b.array} ({b.bytes} bytes)" for b in residence.buffers)
     elements = variant.elements_per_block
     if elements > 1:
-        group = group_threads(kernels, memory, grid_dims)
-        why = ""
-        if not variant.device_steps or group is None:
-            try:
-                group_threads(kernels, memory, grid_dims, require=True)
-                why = "elements per block need device steps"
-            except ValueError as e:
-                why = str(e)
-        elif group * elements > MAX_THREADS:
-            why = (f"{elements} groups of {group} threads exceed a block's {MAX_THREADS} "
-                   "threads")
-        if why:
-            raise PolygpuError(f"variant: elements_per_block {elements}: {why}", scop.loc)
+        try:
+            group = group_threads(kernels, memory, grid_dims, require=True)
+            if not variant.device_steps:
+                raise ValueError("elements per block need device steps")
+            if group * elements > MAX_THREADS:
+                raise ValueError(f"{elements} groups of {group} threads exceed a block's "
+                                 f"{MAX_THREADS} threads")
+        except ValueError as e:
+            raise PolygpuError(f"variant: elements_per_block {elements}: {e}",
+                               scop.loc) from None
         comment += f"\n{elements} elements per block, a group of threads each"
     # sizes given without specializing still choose the index width (64-bit where 32-bit
     # offsets would overflow at them)

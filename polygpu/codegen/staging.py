@@ -92,7 +92,7 @@ def declarations(buffers: list[Buffer], dynamic: bool) -> list:
             out.append(cgen.Line(
                 f"{ctype} (*{b.name}){inner} = reinterpret_cast<{ctype} (*){inner}>"
                 f"({DYNAMIC} + {offset});"))
-            offset += -(-b.bytes // 16) * 16
+            offset += b.aligned_bytes
         else:
             out.append(cgen.Line(f"__shared__ __align__(16) {ctype} {b.name}{dims};"))
     return out
@@ -107,10 +107,9 @@ def group_declarations(buffers: list[Buffer], dynamic: bool, elements: int,
     for b in buffers:
         ctype = ir.DTYPES[b.dtype][0]
         inner = "".join(f"[{e}]" for e in b.row_extents[1:])
-        size = -(-b.bytes // 16) * 16
         if dynamic:
-            base = f"{DYNAMIC} + {offset} + {size} * {group}"
-            offset += size * elements
+            base = f"{DYNAMIC} + {offset} + {b.aligned_bytes} * {group}"
+            offset += b.aligned_bytes * elements
         else:
             dims = "".join(f"[{e}]" for e in b.row_extents)
             out.append(cgen.Line(
@@ -134,7 +133,7 @@ def buffer_parameters(buffers: list[Buffer]) -> list:
 
 
 def dynamic_bytes(buffers: list[Buffer]) -> int:
-    return sum(-(-b.bytes // 16) * 16 for b in buffers if b.space == "shared")
+    return sum(b.aligned_bytes for b in buffers if b.space == "shared")
 
 
 def _guard(footprint: isl.Set, buffer: Buffer, names: list[str], known: isl.Set | None
@@ -242,14 +241,7 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
                 f"int {u[k]} = 0", f"{u[k]} < {extents[k]}", f"{u[k]} += 1", loop)])
         return [loop]
     size = buffer.box.size
-    unpack = []
-    stride = 1
-    for k in reversed(range(len(extents))):
-        value = "pg_i" if stride == 1 else f"pg_i / {stride}"
-        if k > 0:
-            value = f"{value} % {extents[k]}"
-        unpack.insert(0, cgen.Line(f"const int {u[k]} = {value};"))
-        stride *= extents[k]
+    unpack = _unpack(u, extents)
     if direction in ("load", "store"):
         width = vector_width(buffer, kernel, scop, guard)
         if width > 1:
@@ -262,8 +254,7 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
             "int pg_q = 0", f"pg_q < {prefetch_count(buffer, kernel)}", "pg_q += 1",
             cgen.Block([cgen.Line(f"const int pg_i = {TID} + {n_threads} * pg_q;")]
                        + list(inner.contents)))])]
-    return [cgen.For(f"int pg_i = {TID}", f"pg_i < {size}", f"pg_i += {n_threads}",
-                     cgen.Block(unpack + list(body.contents)))]
+    return _dealt(size, n_threads, unpack + list(body.contents))
 
 
 def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int,
@@ -281,6 +272,12 @@ def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int
     global_ref = f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
     move = cgen.Line(f"{local} = {global_ref};" if direction == "in"
                      else f"{global_ref} = {local};")
+    body = [move] if guard in ("1", "") else [cgen.If(guard, cgen.Block([move]))]
+    return _dealt(buffer.box.size, threads, _unpack(u, extents) + body)
+
+
+def _unpack(u: list[str], extents: tuple[int, ...]) -> list:
+    """The box coordinates ``u`` of linear element ``pg_i`` (row-major)."""
     unpack = []
     stride = 1
     for k in reversed(range(len(extents))):
@@ -289,9 +286,14 @@ def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int
             value = f"{value} % {extents[k]}"
         unpack.insert(0, cgen.Line(f"const int {u[k]} = {value};"))
         stride *= extents[k]
-    body = [move] if guard in ("1", "") else [cgen.If(guard, cgen.Block([move]))]
-    return [cgen.For(f"int pg_i = {TID}", f"pg_i < {buffer.box.size}", f"pg_i += {threads}",
-                     cgen.Block(unpack + body))]
+    return unpack
+
+
+def _dealt(size: int, threads: int, body: list) -> list:
+    """``body`` for every linear element ``pg_i`` of ``size``, dealt cyclically to
+    ``threads`` threads (consecutive threads, consecutive elements)."""
+    return [cgen.For(f"int pg_i = {TID}", f"pg_i < {size}", f"pg_i += {threads}",
+                     cgen.Block(body))]
 
 
 VECTOR_BYTES = 16  # the widest global load: float4, double2

@@ -129,6 +129,12 @@ class Buffer:
     def bytes(self) -> int:
         return self.element_size * math.prod(self.row_extents) * self.stages
 
+    @property
+    def aligned_bytes(self) -> int:
+        """``bytes`` rounded up to 16: what the buffer takes when buffers are laid one
+        after another (dynamic shared memory, 16-byte aligned for vector accesses)."""
+        return -(-self.bytes // 16) * 16
+
     def to_json(self) -> dict:
         out = {
             "kernel": self.kernel, "array": self.array, "space": self.space,

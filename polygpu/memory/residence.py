@@ -58,7 +58,7 @@ class Residence:
 
     @property
     def bytes(self) -> int:
-        return sum(-(-b.bytes // 16) * 16 for b in self.buffers)
+        return sum(b.aligned_bytes for b in self.buffers)
 
     def to_json(self) -> dict:
         return {"buffers": [b.to_json() for b in self.buffers],
@@ -121,10 +121,9 @@ def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
     buffers = []
     room = budget
     for b in sorted(found, key=lambda b: (b.bytes, b.array)):
-        size = -(-b.bytes // 16) * 16
-        if size <= room:
+        if b.aligned_bytes <= room:
             buffers.append(b)
-            room -= size
+            room -= b.aligned_bytes
         else:
             left.append((b.array, f"{b.bytes} bytes do not fit the {room} left"))
     order = [a.name for a in scop.program_arrays]

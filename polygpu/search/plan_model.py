@@ -41,6 +41,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from polygpu.codegen.cuda import group_threads
 from polygpu.errors import PolygpuError
 from polygpu.memory.placement import neighbour_reuse_only
 from polygpu.pipeline import Compiled, Prepared, batch_on_device, compile_variant
@@ -403,7 +404,7 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
         # the block is as wide as the widest kernel's (codegen/cuda.py _steps_kernel)
         threads = {la.kernel: math.prod(la.block) for la in c.program.launches}
         if variant.elements_per_block > 1:  # one element's group of threads
-            group = 1 << (max(threads.values()) - 1).bit_length()
+            group = group_threads(c.kernels, c.memory, c.transformation.host.grid_dims)
             threads = {k: group for k in threads}
         widths = [x.blocks * threads[x.kernel] for x in costs]
         elements = c.batch_elements(params)
