@@ -31,13 +31,41 @@ def test_blocks_fit_small_inner_extents(extents, total, threads):
     assert fitted_threads(extents, total) == threads
 
 
-@pytest.mark.parametrize(("n", "tile"), [(2, (64, 2, 2)), (4, (16, 4, 4)), (5, (10, 5, 5)),
-                                         (16, (2, 16, 16)), (17, (3, 17, 17))])
+@pytest.mark.parametrize(("n", "tile"), [(2, (64, 2, 2)), (4, (16, 4, 4)), (5, (10, 5, 5))])
 def test_the_default_plan_of_a_batch_of_small_products_is_a_group_per_element(n, tile):
     """The fixed 32 x 32 block kept 16 of its 256 threads busy at n = 4 (issue 21)."""
     params = {"nb": 100000, "n": n}
     chosen = plan_model.choose(prepare(BATCHED_MM, params=params), params).variant
-    assert chosen.tile == chosen.threads == tile
+    assert chosen.tile == chosen.threads == tile and not chosen.shared
+
+
+@pytest.mark.parametrize(("n", "tile", "threads"), [
+    (16, (8, 16, 16), (2, 4, 16)),  # 8 elements a block, 4 x 4 (element, row) a thread
+    (12, (12, 12, 12), (3, 3, 12)),  # 2048 points a block at most
+    (17, (32, 32), (8, 8)),          # 4 x 4 of one element a thread
+    (32, (32, 32), (8, 8)),
+    (64, (64, 64), (16, 16)),
+])
+def test_the_default_plan_of_a_batch_of_wider_products_is_a_register_tile(n, tile, threads):
+    """From 16 points on, products are staged and register-tiled, specialized (H200,
+    2026-11-29: 0.33 against 1.03 ms of a thread per point at n = 16, 0.32 against 0.54
+    at 32, 0.34 against 0.72 at 64)."""
+    params = {"nb": 100000, "n": n}
+    chosen = plan_model.choose(prepare(BATCHED_MM, params=params), params).variant
+    assert (chosen.tile, chosen.threads) == (tile, threads)
+    assert chosen.jam and chosen.shared and chosen.specialize
+
+
+@pytest.mark.parametrize(("n", "rows"), [(16, (8, 16)), (32, (4, 32)), (64, (2, 64)),
+                                         (128, (1, 128)), (20, (6, 20))])
+def test_the_default_plan_of_a_batch_of_gemvs_stages_whole_elements(n, rows):
+    """A thread per row of a few whole elements, 128 threads a block, staged and
+    specialized (H200, 2026-11-29: 51-60 % of the copy rate at n = 16..128, against
+    6-42 % for the plans before)."""
+    params = {"nb": 100000, "n": n}
+    chosen = plan_model.choose(prepare("kernels/batched_gemv.c", params=params),
+                               params).variant
+    assert chosen.tile == chosen.threads == rows and chosen.shared and chosen.specialize
 
 
 def test_large_elements_keep_the_square_tile():
@@ -148,3 +176,44 @@ def test_batched_factorizations_are_exact_at_odd_sizes(n):
         result = check_program(compiled.program, compiled.source_scop, BATCHED_CHOLESKY,
                                params, seed=9)
         assert result.ok, (variant, result.message)
+
+
+@pytest.mark.parametrize("n", [5, 16])
+def test_a_specialized_copy_runs_over_the_part_of_the_box_it_can_reach(n):
+    """A 32-wide time tile stages a 32-wide buffer (the memory plan is parametric), but
+    a program specialized for n < 32 copies only the n columns it can reach: whole
+    warps on consecutive words across rows (n = 16: ``pg_i / 16``, 2048 elements of a
+    128 x n footprint), exact on the emulator."""
+    params = {"nb": 300, "n": n}
+    prepared = prepare("kernels/batched_dot.c", params=params)
+    variant = Variant(tile=(128,), threads=(128,), specialize=True)
+    compiled = compile_variant(prepared, variant, params)
+    source = compiled.program.source
+    assert f"pg_i < {128 * n};" in source and f"pg_i % {n};" in source
+    assert "pg_i < 4096" not in source
+    result = check_program(compiled.program, compiled.source_scop, "kernels/batched_dot.c",
+                           params, seed=3)
+    assert result.ok, result.message
+
+
+def test_an_unspecialized_copy_runs_over_the_whole_box():
+    params = {"nb": 37, "n": 16}
+    prepared = prepare("kernels/batched_dot.c", params=params)
+    compiled = compile_variant(prepared, Variant(tile=(128,), threads=(128,)), params)
+    assert "pg_i < 4096" in compiled.program.source
+
+
+def test_a_specialized_register_tile_has_constant_indices():
+    """32 x 32 products, one block of 8 x 8 threads each holding 4 x 4 results: with the
+    sizes known there is one block along x and y, and the register tile's base
+    (``32 by + ty``) simplifies as the references' subscripts do -- constant indices,
+    no local memory (before: ``c_reg[0][(ty - (32 * by + ty)) / 8]``)."""
+    params = {"nb": 37, "n": 32}
+    prepared = prepare(BATCHED_MM, params=params)
+    variant = Variant(tile=(32, 32), threads=(8, 8), jam=True, specialize=True)
+    compiled = compile_variant(prepared, variant, params)
+    uses = [line for line in compiled.program.source.splitlines() if "c_reg[0][" in line]
+    assert uses and not any("by" in line.split("+=")[0].split("= 0")[0] for line in uses)
+    result = check_program(compiled.program, compiled.source_scop, BATCHED_MM, params,
+                           seed=4)
+    assert result.ok, result.message

@@ -121,6 +121,10 @@ def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
     plans = [("default", choice.variant)]
     if op in ("gemm", "gemv"):  # a 1-d mapping had no square block to compare with
         plans.append(("square", SQUARE))
+    for k, extra in enumerate(args.also_variants):  # --also: variants to compare
+        if extra.get("op", op) == op and n in extra.get("n", [n]) and \
+                extra.get("dtype", dtype) == dtype:
+            plans.append((f"also{k}", Variant.from_json(extra["variant"])))
     if args.mappings:  # every plan the default ranked: the model's pick against them all
         row["ranking"] = [{"variant": r.variant.to_json(), "predicted_ms": r.seconds * 1e3,
                            "detail": r.detail} for r in choice.ranking]
@@ -319,6 +323,10 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--mappings", action="store_true",
                    help="also check and time every plan the default ranked")
+    p.add_argument("--also", metavar="JSON",
+                   help="a file of further variants to check and time beside the default: "
+                   'a list of {"variant": {...}} with optional "op", "n" (a list) and '
+                   '"dtype" keys saying where each applies')
     p.add_argument("--out")
     p.add_argument("--plot", metavar="JSON",
                    help="only draw the figures of a recorded run (into --out, else beside "
@@ -329,6 +337,7 @@ def main(argv=None) -> int:
         for path in plot(json.loads(source.read_text()), Path(args.out or source.parent)):
             print(path)
         return 0
+    args.also_variants = json.loads(Path(args.also).read_text()) if args.also else []
     device = get_device(args.backend)
     rows = []
     for op in args.op or ["gemm"]:

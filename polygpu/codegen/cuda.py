@@ -43,6 +43,7 @@ from polygpu.codegen.thread_ast import (
     kernel_ast,
     node_from_schedule_map,
     register_loops,
+    thread_context,
 )
 from polygpu.frontend import ir
 from polygpu.memory.placement import MAX_SHARED_BYTES, STATIC_SHARED_BYTES, MemoryPlan
@@ -309,9 +310,12 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         # resident arrays (in no kernel's shared buffers: residence.py) are read and
         # written in their resident buffers, the kernel's register copies included
         views = {a: (v, everyone) for a, v in resident_views.items()}
-        views |= {b.array: (staging.view(b, index64), b.statements) for b in buffers
-                  if not b.refs}
-        ref_views = {ref: staging.view(b, index64) for b in buffers for ref in b.refs}
+        # a specialized kernel's bases as its known grid and threads simplify them
+        known = thread_context(scop, kernel, threads=True) if scop.fixed_parameters \
+            else None
+        views |= {b.array: (staging.view(b, index64, known), b.statements)
+                  for b in buffers if not b.refs}
+        ref_views = {ref: staging.view(b, index64, known) for b in buffers for ref in b.refs}
         dynamic = plan is not None and plan.shared_bytes(kernel.index) > STATIC_SHARED_BYTES
         printer = Printer(shapes, frozenset(), {}, constants=constants, index64=index64,
                           buffers=resident_views)

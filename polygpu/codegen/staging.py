@@ -32,6 +32,7 @@ written elements are stored.
 
 from __future__ import annotations
 
+import math
 import re
 
 import cgen
@@ -71,9 +72,27 @@ def buffer_ref(buffer: Buffer) -> str:
     return f"{buffer.name}[{STAGE}]" if buffer.stages > 1 else buffer.name
 
 
-def view(buffer: Buffer, index64: bool = False) -> BufferView:
-    return BufferView(buffer_ref(buffer), tuple(c_expr(b, index64) for b in buffer.box.base),
+def view(buffer: Buffer, index64: bool = False, known: isl.Set | None = None
+         ) -> BufferView:
+    """How references print into ``buffer``; its base simplified within the parameter
+    set ``known`` (a specialized kernel's blocks and threads), where given.
+
+    Why: a reference's subscript comes from isl's AST, which knows a specialized grid
+    (one block along y: ``by`` is 0), while the base is the memory plan's parametric
+    ``32 by + ty``; the register index ``(ty - (32 by + ty)) / 8`` is then no constant
+    and the register tile goes to local memory (batched 32 x 32 products: a 96-byte
+    stack frame).  Simplified alike, the index is the constant it is."""
+    bases = buffer.box.base
+    if known is not None:
+        context = known.params()
+        bases = tuple(_gist(b, context) for b in bases)
+    return BufferView(buffer_ref(buffer), tuple(c_expr(b, index64) for b in bases),
                       buffer.box.stride, buffer.box.extents, buffer.box.chunk, buffer.order)
+
+
+def _gist(pa: isl.PwAff, context: isl.Set) -> isl.PwAff:
+    pa = pa.align_params(context.get_space())
+    return pa.gist_params(context.align_params(pa.get_space()))
 
 
 def declarations(buffers: list[Buffer], dynamic: bool) -> list:
@@ -136,11 +155,9 @@ def dynamic_bytes(buffers: list[Buffer]) -> int:
     return sum(b.aligned_bytes for b in buffers if b.space == "shared")
 
 
-def _guard(footprint: isl.Set, buffer: Buffer, names: list[str], known: isl.Set | None
-           ) -> str:
-    """C condition: element ``base + stride * u`` (``u`` in parameters ``names``) lies in
-    ``footprint``, simplified knowing ``0 <= u < extents`` and the parameter set
-    ``known`` the copy runs in (None: nothing known)."""
+def _inside(footprint: isl.Set, buffer: Buffer) -> isl.Set:
+    """``{ [u] : base + stride u in footprint }``: the box coordinates of the elements of
+    ``footprint`` (parameters: the footprint's)."""
     box = buffer.box
     d = len(box.extents)
     space = footprint.get_space()
@@ -158,7 +175,48 @@ def _guard(footprint: isl.Set, buffer: Buffer, names: list[str], known: isl.Set 
         pma = isl.PwMultiAff.from_pw_aff(base.add(offset))
         element = pma if element is None else element.flat_range_product(pma)
     element = element.set_tuple_id(isl.dim_type.out, space.get_tuple_id(isl.dim_type.set))
-    inside = footprint.preimage_pw_multi_aff(element)  # { [u] : base + stride u in F }
+    return footprint.preimage_pw_multi_aff(element)
+
+
+def copied_extents(footprint: isl.Set, buffer: Buffer, known: isl.Set | None
+                   ) -> tuple[int, ...]:
+    """The extents of the part of ``buffer``'s box that ``footprint`` can reach within
+    the parameter set ``known``: the box's own where they depend on parameters, less
+    where the parameters are fixed (a specialized program).
+
+    Why: the memory plan is parametric (a specializing variant's check twin runs other
+    sizes), so a 32-wide time tile gives a 32-wide buffer even where n = 16; a copy loop
+    over the whole box would leave half of every warp idle and read each row in two
+    64-byte pieces.  Over the reachable part only (16 wide), consecutive threads read
+    consecutive words across rows: whole 128-byte lines (batched dot, n = 16)."""
+    box = buffer.box
+    if box.chunk:
+        return box.extents
+    inside = _inside(footprint, buffer)
+    if known is not None:
+        inside = inside.intersect_params(known.align_params(inside.get_space()))
+    if inside.is_empty():
+        return box.extents
+    inside = inside.project_out(isl.dim_type.param, 0, inside.dim(isl.dim_type.param))
+    out = []
+    for k, extent in enumerate(box.extents):
+        try:
+            top = inside.dim_max_val(k)
+        except isl.Error:
+            return box.extents
+        reach = top.to_python() + 1 if top.is_int() else extent
+        out.append(max(1, min(extent, reach)))
+    return tuple(out)
+
+
+def _guard(footprint: isl.Set, buffer: Buffer, names: list[str], known: isl.Set | None,
+           extents: tuple[int, ...] | None = None) -> str:
+    """C condition: element ``base + stride * u`` (``u`` in parameters ``names``) lies in
+    ``footprint``, simplified knowing ``0 <= u < extents`` (the box's, unless given) and
+    the parameter set ``known`` the copy runs in (None: nothing known)."""
+    extents = extents or buffer.box.extents
+    d = len(extents)
+    inside = _inside(footprint, buffer)
     n = inside.dim(isl.dim_type.param)
     inside = inside.move_dims(isl.dim_type.param, n, isl.dim_type.set, 0, d)
     for k, name in enumerate(names):
@@ -167,7 +225,7 @@ def _guard(footprint: isl.Set, buffer: Buffer, names: list[str], known: isl.Set 
     for k in range(d):
         context = context.lower_bound_val(isl.dim_type.param, n + k, isl.Val(0))
         context = context.upper_bound_val(isl.dim_type.param, n + k,
-                                          isl.Val(box.extents[k] - 1))
+                                          isl.Val(extents[k] - 1))
     if known is not None:
         context = context.intersect_params(known.align_params(context.get_space()))
     return isl.AstBuild.from_context(context).expr_from_set(inside).to_C_str()
@@ -216,7 +274,11 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
         blocks = thread_context(scop, kernel, threads=False)
         known = known.intersect_params(blocks.align_params(known.get_space()))
     n_threads = kernel.n_threads
-    guard = index_text(_guard(footprint, buffer, u, known), printer.index64)
+    # a shared copy dealt to the threads runs over the reachable part of the box only
+    # (the prefetch halves keep the box: their registers are counted from it)
+    if buffer.space == "shared" and direction in ("in", "out"):
+        extents = copied_extents(footprint, buffer, known)
+    guard = index_text(_guard(footprint, buffer, u, known, extents), printer.index64)
     # the loop runs through the box in the array's order (coalesced global accesses);
     # the buffer may store it in another
     local = f"{buffer_ref(buffer)}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
@@ -240,7 +302,7 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
             loop = cgen.Block([cgen.Pragma("unroll"), cgen.For(
                 f"int {u[k]} = 0", f"{u[k]} < {extents[k]}", f"{u[k]} += 1", loop)])
         return [loop]
-    size = buffer.box.size
+    size = math.prod(extents)
     unpack = _unpack(u, extents)
     if direction in ("load", "store"):
         width = vector_width(buffer, kernel, scop, guard)
@@ -266,14 +328,15 @@ def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int
     footprint = buffer.writes if direction == "out" else buffer.reads
     extents = buffer.box.extents
     u = [f"pg_u{k}" for k in range(len(extents))]
-    guard = index_text(_guard(footprint, buffer, u, known), printer.index64)
+    extents = copied_extents(footprint, buffer, known)
+    guard = index_text(_guard(footprint, buffer, u, known, extents), printer.index64)
     local = f"{buffer.name}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
     subs = _element(buffer, u, printer.index64)
     global_ref = f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
     move = cgen.Line(f"{local} = {global_ref};" if direction == "in"
                      else f"{global_ref} = {local};")
     body = [move] if guard in ("1", "") else [cgen.If(guard, cgen.Block([move]))]
-    return _dealt(buffer.box.size, threads, _unpack(u, extents) + body)
+    return _dealt(math.prod(extents), threads, _unpack(u, extents) + body)
 
 
 def _unpack(u: list[str], extents: tuple[int, ...]) -> list:

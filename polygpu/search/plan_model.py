@@ -150,12 +150,16 @@ def _shared_accumulator(c: Compiled) -> str:
 def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant]:
     """The plans the default chooses among (see the module docstring), in a fixed
     order: ties keep the earlier."""
-    from polygpu.search.space import fitted_threads, group_variants, shapes
+    from polygpu.search.space import element_variants, fitted_threads, group_variants, shapes
 
     found = []
     double = any(a.dtype == "float64" for a in prepared.analysis.scop.arrays)
     for shape in shapes(prepared, params, CANDIDATES):
         c = shape.candidate
+        # a batch of elements: staged blocks sized to them, specialized, first (the
+        # traffic model prices them as the parametric tiles: measured, they are faster)
+        if prepared.candidates[c].host is None:
+            found += [v for v in element_variants(shape) if v not in found]
         # many small elements: a block of groups of threads, each group one element
         # (space.fitted_threads), first: the fixed shapes below leave most threads idle
         # (the smallest block in which the outermost mapped dimension holds 2 at least)

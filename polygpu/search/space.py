@@ -372,6 +372,82 @@ def group_variants(candidate: int, extents: Sequence[int], n_mapped: int,
     return ([replace(base, resident=True)] if specialize else []) + [base]
 
 
+# a batch's elements fill a staged block of about this many threads (element_variants):
+# 128 measured best for dot, gemv at n = 16..128 on the H200 (2026-11-29, batched.md)
+ELEMENT_BLOCK_THREADS = 128
+LARGEST_ELEMENT_EXTENT = 128  # inner extents up to this count as an element's
+# narrower elements stay unstaged (fitted_threads): a thread per row of 2..8 words already
+# reads whole lines across a warp, and a copy with its barriers cost 5x (H100, 4 x 4
+# products, tuning/results/NVIDIA-H100-80GB-HBM3/batched.md)
+MIN_STAGED_ELEMENT = 16
+
+
+def element_rows(extents: Sequence[int], total: int) -> tuple[int, ...] | None:
+    """Threads (outer first, as ``extents``) giving the innermost mapped dimensions of
+    at most :data:`LARGEST_ELEMENT_EXTENT` points their whole extents and the next one
+    out what is left of ``total`` (1 at least): a thread per row of a few whole
+    elements.  None where the innermost dimension is longer, or nothing is left for an
+    outer dimension (a single mapped dimension: its shapes are the plain ones)."""
+    n = len(extents)
+    inner, size = 0, 1
+    while inner < n - 1 and extents[n - 1 - inner] <= LARGEST_ELEMENT_EXTENT and \
+            size * extents[n - 1 - inner] <= total:
+        size *= extents[n - 1 - inner]
+        inner += 1
+    if inner == 0:
+        return None
+    outer = n - 1 - inner
+    many = max(1, min(total // size, extents[outer], AXIS_THREADS[MAX_MAPPED - n + outer]))
+    return (1,) * outer + (many,) + tuple(extents[outer + 1:])
+
+
+REGISTER_POINTS = 4  # a register-tiled element's points per thread along each tiled dim
+
+
+def element_variants(shape: Shape) -> list[Variant]:
+    """A batch's staged plans sized to its elements, specialized (the copies then run
+    over what the element holds, not the parametric tile: codegen/staging.py
+    ``copied_extents``): a thread per row of a few whole elements (dot, gemv), and with
+    a time loop over two inner dimensions, register tiles of
+    :data:`REGISTER_POINTS` x :data:`REGISTER_POINTS` points a thread -- over several
+    elements and the rows of each where elements are 16 wide or less, over the element
+    otherwise (the 64 x 64 tile in time tiles of 16, runs of 4 and prefetched copies,
+    mm's shape, from 64 points on, 4-byte elements only: see ``plan_model._shapes``),
+    register tiles first.  Measured on the H200 against torch.bmm (2026-11-29,
+    batched.md): gemm 2.0x at n = 16, 0.90x at 32 and 64; staged rows: gemv 51-60 % of
+    the copy rate at n = 16..128.  Empty where the innermost extent is not an
+    element's (at most 128 points; rows from 16, register tiles from 8) or there are
+    few elements; a single mapped dimension (batched dot: a
+    thread per element) has no element extent to size a block to."""
+    extents, n = shape.extents, shape.n_mapped
+    if n < 2 or n > MAX_MAPPED or extents[-1] > LARGEST_ELEMENT_EXTENT or \
+            extents[0] < 2 * ELEMENT_BLOCK_THREADS:
+        return []
+    c = shape.candidate
+    found = []
+    if shape.has_time_loop and n == 3:
+        e, ni, nj = extents
+        p = REGISTER_POINTS
+        if 2 * p <= min(ni, nj) and max(ni, nj) <= 16:
+            # several elements a block, 4 x 4 points a thread over (element, row)
+            many = max(p, min(e, 2048 // (ni * nj)) // p * p)
+            rows_i = -(-ni // p) * p
+            found.append(Variant(candidate=c, tile=(many, rows_i, nj),
+                                 threads=(many // p, rows_i // p, nj), jam=True,
+                                 specialize=True))
+        elif min(ni, nj) > 16 and max(ni, nj) <= 32:
+            found.append(Variant(candidate=c, tile=(32, 32), threads=(8, 8), jam=True,
+                                 specialize=True))
+        elif min(ni, nj) > 32 and shape.element_bytes == 4:
+            found.append(Variant(candidate=c, tile=(64, 64), threads=(16, 16), jam=True,
+                                 time_tile=16, unroll=4, chunk=4, prefetch=True,
+                                 specialize=True))
+    rows = element_rows(extents, ELEMENT_BLOCK_THREADS)
+    if rows is not None and extents[-1] >= MIN_STAGED_ELEMENT:
+        found.append(Variant(candidate=c, tile=rows, threads=rows, specialize=True))
+    return found
+
+
 def space(prepared: Prepared, params: Mapping[str, int],
           options: SpaceOptions = SpaceOptions()) -> list[Variant]:
     """The whole space of a prepared region at ``params``; for a candidate with host
