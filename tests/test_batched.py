@@ -191,6 +191,8 @@ def test_a_specialized_copy_runs_over_the_part_of_the_box_it_can_reach(n):
     source = compiled.program.source
     assert f"pg_i < {128 * n};" in source and f"pg_i % {n};" in source
     assert "pg_i < 4096" not in source
+    # rows of 16 words: 16-byte loads, 4 words a thread (staging._vector_dealt)
+    assert ("const float4 pg_v" in source) == (n % 4 == 0)
     result = check_program(compiled.program, compiled.source_scop, "kernels/batched_dot.c",
                            params, seed=3)
     assert result.ok, result.message
@@ -216,4 +218,73 @@ def test_a_specialized_register_tile_has_constant_indices():
     assert uses and not any("by" in line.split("+=")[0].split("= 0")[0] for line in uses)
     result = check_program(compiled.program, compiled.source_scop, BATCHED_MM, params,
                            seed=4)
+    assert result.ok, result.message
+
+
+@pytest.mark.parametrize(("n", "time_tile"), [(2, 2), (16, 16), (32, 32), (128, 32)])
+def test_the_default_plan_of_a_batch_of_dots_is_a_specialized_thread_per_element(
+        n, time_tile):
+    """A thread per element of a reduction over at most 128 points: staged, specialized,
+    its time tile no wider than the element (H200, 2026-11-29: 0.45 against 2.97 ms at
+    n = 2, 0.23 against 0.52 at 16)."""
+    params = {"nb": 1000000, "n": n}
+    chosen = plan_model.choose(prepare("kernels/batched_dot.c", params=params),
+                               params).variant
+    assert chosen.tile == chosen.threads == (128,)
+    assert chosen.shared and chosen.specialize and chosen.time_tile == time_tile
+
+
+def test_a_shape_knows_its_longest_loop_inside_a_kernel():
+    from polygpu.search.space import shapes
+
+    for n in (3, 40):
+        params = {"nb": 1000, "n": n}
+        (shape, *_) = shapes(prepare(BATCHED_MM, params=params), params, 1)
+        assert shape.time_extent == n and shape.extents == (1000, n, n)
+
+
+def test_few_elements_get_no_element_plans():
+    from polygpu.search.space import element_variants, shapes
+
+    params = {"nb": 100, "n": 32}
+    (shape, *_) = shapes(prepare(BATCHED_MM, params=params), params, 1)
+    assert element_variants(shape) == []
+
+
+RECORDED_BLAS = "tuning/results/NVIDIA-H200/batched_blas.json"
+
+
+@pytest.mark.parametrize(("op", "kernel", "n"), [
+    ("gemm", BATCHED_MM, 8), ("gemm", BATCHED_MM, 16), ("gemm", BATCHED_MM, 128),
+    ("gemv", "kernels/batched_gemv.c", 16), ("dot", "kernels/batched_dot.c", 4),
+    ("dot", "kernels/batched_dot.c", 128)])
+def test_the_recorded_batched_blas_run_measured_todays_default(op, kernel, n):
+    """Replay of the H200's run of 2026-11-29 (``tuning/batched.py``, results in
+    batched.md): the default chosen now is the plan recorded as the default there, and
+    it is within 10 % of the fastest plan that run timed at that (op, n)."""
+    import json
+    from pathlib import Path
+
+    from polygpu.search.measurement import canonical
+
+    root = Path(__file__).resolve().parent.parent
+    (row,) = [r for r in json.loads((root / RECORDED_BLAS).read_text())["rows"]
+              if r["op"] == op and r["n"] == n]
+    sizes = {"nb": row["nb"], "n": n}
+    chosen = plan_model.choose(prepare(str(root / kernel), params=sizes), sizes).variant
+    assert canonical(chosen.to_json()) == canonical(row["default"]["variant"])
+    best = min(v["ms"] for v in row.values() if isinstance(v, dict) and v.get("ms"))
+    assert row["default"]["ms"] <= 1.10 * best
+
+
+def test_a_batch_of_gemvs_copies_its_rows_in_vectors_exactly():
+    """The default's plan at n = 32 (4 elements of 32 rows a block, staged, specialized)
+    loads its rows 16 bytes a thread; exact on the emulator with a last partial block."""
+    params = {"nb": 301, "n": 32}
+    prepared = prepare("kernels/batched_gemv.c", params=params)
+    variant = Variant(tile=(4, 32), threads=(4, 32), specialize=True)
+    compiled = compile_variant(prepared, variant, params)
+    assert "const float4 pg_v" in compiled.program.source
+    result = check_program(compiled.program, compiled.source_scop, "kernels/batched_gemv.c",
+                           params, seed=8)
     assert result.ok, result.message

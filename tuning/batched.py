@@ -27,10 +27,16 @@ each execution model (a thread or a group of a block per element, a warp per ele
 block per element) over n with the default's pick and torch, the crossover from thread-
 to device-steps mappings marked (also written after a ``--mappings`` run).
 
+``--also FILE`` checks and times further variants beside the default (a JSON list of
+``{"variant": {...}}`` with optional ``"op"``, ``"n"`` and ``"dtype"`` saying where each
+applies; ``tuning/probes/`` holds the ones of recorded runs).
+
 Not built yet: gemm, gemv and dot in the SoA layout; a transposing adapter as a variant.
 
     python tuning/batched.py --op gemm --op gemv --op dot --out tuning/results/<gpu>
     python tuning/batched.py --op cholesky --n 8 16 32 64 --mappings
+    python tuning/batched.py --op gemm --n 8 16 \
+        --also tuning/probes/batched_blas_final2_2026-11-29.json
     python tuning/batched.py --backend cpu --small                  # dry run
     python tuning/batched.py --plot tuning/results/<gpu>/batched_cholesky_groups.json
 """

@@ -9,7 +9,10 @@ blas)  # $2..: ops
   timeout 570 python tuning/batched.py $(for op in "$@"; do echo --op $op; done) --n 16 32 64 128 \
     --also tuning/probes/batched_blas_2026-11-29.json --out $OUT/blas > $OUT/log_blas.txt 2>&1
   grep -h "^| \(dot\|gemv\|gemm\)" $OUT/blas/batched.md; tail -3 $OUT/log_blas.txt | cut -c1-300 ;;
-cholesky_isl)  # the prototype host schedule (branch batch-isl-prototype), fp32, n = 32, 64
+cholesky_isl)  # the prototype host schedule (branch batch-isl-prototype), fp32, n = 32, 64;
+  # needs `git show batch-isl-prototype:polygpu/schedule/host.py > tuning/probes/
+  # host_batch_isl_prototype.py` first.  Run 2026-11-29: the prototype's candidate was
+  # not among the plans ranked (CANDIDATES = 3), so this measured main's plans again
   cp tuning/probes/host_batch_isl_prototype.py polygpu/schedule/host.py
   mkdir -p $OUT/chol_isl
   timeout 400 python tuning/batched.py --op cholesky --n 32 64 --mappings --out $OUT/chol_isl > $OUT/log_chol_isl.txt 2>&1
@@ -21,11 +24,13 @@ fp64_64)  # main's tree: fp64 n = 64 (8 x 33 kB of shared memory refused before 
   grep -h "^| cholesky\|pick" $OUT/fp64_64/batched.md; tail -3 $OUT/log_fp64_64.txt | cut -c1-300 ;;
 esac
 # the defaults after element_variants (space.py) at n = 2..128, against the plans before
-# and a few others (tuning/probes/batched_blas_final_2026-11-29.json)
+# and a few others: ALSO=tuning/probes/batched_blas_final2_2026-11-29.json for the time
+# tiles fitted to the element (the recorded batched_blas.json), the default file for the
+# time tile of 32 before (batched_blas_time_tile_32.json)
 case "$1" in
 final)  # $2: ops
   shift; mkdir -p $OUT/final
   timeout 570 python tuning/batched.py $(for op in "$@"; do echo --op $op; done) --n 2 4 8 16 32 64 128 \
-    --also tuning/probes/batched_blas_final_2026-11-29.json --out $OUT/final > $OUT/log_final.txt 2>&1
+    --also ${ALSO:-tuning/probes/batched_blas_final_2026-11-29.json} --out $OUT/final > $OUT/log_final.txt 2>&1
   grep -h "^| \(dot\|gemv\|gemm\)" $OUT/final/batched.md; tail -3 $OUT/log_final.txt | cut -c1-300 ;;
 esac
