@@ -191,8 +191,10 @@ def test_a_specialized_copy_runs_over_the_part_of_the_box_it_can_reach(n):
     source = compiled.program.source
     assert f"pg_i < {128 * n};" in source and f"pg_i % {n};" in source
     assert "pg_i < 4096" not in source
-    # rows of 16 words: 16-byte loads, 4 words a thread (staging._vector_dealt)
-    assert ("const float4 pg_v" in source) == (n % 4 == 0)
+    # 16-byte loads, 4 words a thread: rows of 16 words (staging._vector_dealt), or
+    # rows of 5 that are the whole rows of x, 640 consecutive words (_contiguous_dealt)
+    assert "const float4 pg_v" in source
+    assert ("const int pg_j" in source) == (n == 5)
     result = check_program(compiled.program, compiled.source_scop, "kernels/batched_dot.c",
                            params, seed=3)
     assert result.ok, result.message
@@ -288,3 +290,37 @@ def test_a_batch_of_gemvs_copies_its_rows_in_vectors_exactly():
     result = check_program(compiled.program, compiled.source_scop, "kernels/batched_gemv.c",
                            params, seed=8)
     assert result.ok, result.message
+
+
+@pytest.mark.parametrize(("kernel", "n", "variant"), [
+    ("kernels/batched_dot.c", 2, Variant(tile=(128,), threads=(128,), time_tile=2,
+                                         specialize=True)),
+    ("kernels/batched_gemv.c", 4, Variant(tile=(32, 4), threads=(32, 4), time_tile=4,
+                                          specialize=True)),
+    ("kernels/batched_mm.c", 2, Variant(tile=(32, 2, 2), threads=(32, 2, 2), time_tile=2,
+                                        specialize=True)),
+    ("kernels/batched_mm.c", 4, Variant(tile=(8, 4, 4), threads=(8, 4, 4), time_tile=4,
+                                        specialize=True)),
+])
+def test_a_block_of_tiny_elements_is_copied_as_one_contiguous_range(kernel, n, variant):
+    """Elements of 2 words: rows no multiple of a vector, but a block's elements lie one
+    after another, and the specialized copy reads them as one range, 16 bytes a thread
+    (``staging.contiguous_width``); rows of 4 words are vectors themselves (one a
+    thread, ``vector_width``).  Exact on the emulator with a partial last block (301
+    elements)."""
+    params = {"nb": 301, "n": n}
+    prepared = prepare(kernel, params=params)
+    compiled = compile_variant(prepared, variant, params)
+    source = compiled.program.source
+    assert "const float4 pg_v" in source
+    assert ("const int pg_j = pg_i + 3;" in source) == (n == 2)
+    result = check_program(compiled.program, compiled.source_scop, kernel, params, seed=9)
+    assert result.ok, result.message
+
+
+def test_an_unspecialized_copy_is_not_taken_for_contiguous():
+    params = {"nb": 301, "n": 2}
+    prepared = prepare("kernels/batched_dot.c", params=params)
+    compiled = compile_variant(prepared, Variant(tile=(128,), threads=(128,), time_tile=2),
+                               params)
+    assert "pg_j" not in compiled.program.source

@@ -34,3 +34,12 @@ final)  # $2: ops
     --also ${ALSO:-tuning/probes/batched_blas_final_2026-11-29.json} --out $OUT/final > $OUT/log_final.txt 2>&1
   grep -h "^| \(dot\|gemv\|gemm\)" $OUT/final/batched.md; tail -3 $OUT/log_final.txt | cut -c1-300 ;;
 esac
+# tiny elements (n = 2, 4): the contiguous 16-byte copies of a block's elements
+# (staging.contiguous_width), staged rows against the unstaged defaults
+case "$1" in
+tiny)
+  mkdir -p $OUT/tiny
+  timeout 200 python tuning/batched.py --op gemm --op gemv --op dot --n 2 4 --repeats 10 \
+    --also tuning/probes/batched_blas_tiny_2026-11-29.json --out $OUT/tiny > $OUT/log_tiny.txt 2>&1
+  grep -h "^| \(dot\|gemv\|gemm\)" $OUT/tiny/batched.md; grep '^{' $OUT/log_tiny.txt | cut -c1-400 ;;
+esac

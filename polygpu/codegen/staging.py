@@ -317,11 +317,91 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
             cgen.Block([cgen.Line(f"const int pg_i = {TID} + {n_threads} * pg_q;")]
                        + list(inner.contents)))])]
     if direction == "in" and buffer.space == "shared" and not buffer.atomic:
+        # vectors along rows (one unpacking a vector), else along a contiguous range
         width = vector_width(buffer, kernel, scop, guard, extents)
         if width > 1:
             return _vector_dealt(buffer, n_threads, width, size, unpack, u, global_ref,
                                  local)
+        if buffer.array not in printer.buffers:
+            width = contiguous_width(buffer, kernel, scop, guard, extents, known)
+            if width > 1:
+                start = printer.flat_index(buffer.array, _element(buffer, ["0"] * len(u),
+                                                                  printer.index64))
+                return _contiguous_dealt(buffer, n_threads, width, extents, u, start, local)
     return _dealt(size, n_threads, unpack + list(body.contents))
+
+
+def contiguous_width(buffer: Buffer, kernel: TiledKernel, scop: Scop, guard: str,
+                     extents: tuple[int, ...], known: isl.Set) -> int:
+    """Elements one thread of a copy-in moves with one 16-byte load where the part of
+    ``buffer``'s box the copy reaches (``extents``) is one contiguous range of the
+    array (1: it is not, or not provably aligned).
+
+    Why: a batch of elements of 2 or 4 words has rows no multiple of a vector
+    (:func:`vector_width` needs them), but a block's elements lie one after another:
+    128 dot products of 2-word vectors are 256 consecutive words.  The range is
+    contiguous where, outside the outermost dimension, the box reaches whole rows of the
+    array (the extents equal the array's, known constants of a specialized program)
+    from their start (the base 0 in every block, proven with isl) with stride 1; it is
+    aligned where its first element's offset is a multiple of the width in every block
+    and the whole range is a multiple of it.  As for :func:`vector_width`, some tile is
+    a multiple of the width, so that the check program decides alike; the array's
+    address is checked when the kernel runs."""
+    box = buffer.box
+    width = VECTOR_BYTES // buffer.element_size
+    if buffer.space != "shared" or guard not in ("1", "") or width < 2 or box.chunk \
+            or any(t != 1 for t in box.stride) or math.prod(extents) % width \
+            or all(t % width for t in kernel.tile):
+        return 1
+    extent = scop.array(buffer.array).extent
+    for name, value in scop.fixed_parameters.items():
+        k = extent.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            extent = extent.fix_val(isl.dim_type.param, k, isl.Val(value))
+    pitch = 1
+    for d in range(1, len(extents)):
+        top = extent.dim_max(d)
+        if not top.is_cst() or extent.dim_min_val(d).to_python() != 0:
+            return 1
+        rows = top.max_val().to_python() + 1
+        if rows != extents[d] or _nonzero_somewhere(box.base[d], known):
+            return 1
+        pitch *= rows
+    first = box.base[0].scale_val(isl.Val(pitch)).mod_val(isl.Val(width))
+    return 1 if _nonzero_somewhere(first, known) else width
+
+
+def _nonzero_somewhere(pa: isl.PwAff, known: isl.Set) -> bool:
+    """Whether ``pa`` (a function of the parameters) is not 0 for some parameters in
+    ``known``."""
+    off = pa.non_zero_set()
+    off = off.align_params(known.get_space())
+    return not off.intersect_params(known.align_params(off.get_space())).params().is_empty()
+
+
+def _contiguous_dealt(buffer: Buffer, threads: int, width: int, extents: tuple[int, ...],
+                      u: list[str], start: str, local: str) -> list:
+    """A copy-in of a contiguous range (:func:`contiguous_width`) dealt to ``threads``
+    threads ``width`` consecutive words at a time: one 16-byte load where the array's
+    address is 16-byte aligned (word by word otherwise), each word to its place in the
+    buffer (its rows may be shorter than a vector, and padded)."""
+    ctype = ir.DTYPES[buffer.dtype][0]
+    vtype = {4: f"{ctype}4", 2: f"{ctype}2"}[width]
+    aligned = f"(reinterpret_cast<size_t>({buffer.array}) % {VECTOR_BYTES} == 0)"
+
+    def word(e: int, value: str) -> cgen.Block:
+        return cgen.Block([cgen.Line(f"const int pg_j = pg_i + {e};")]
+                          + _unpack(u, extents, "pg_j") + [cgen.Line(f"{local} = {value};")])
+
+    vector = cgen.Block(
+        [cgen.Line(f"const {vtype} pg_v = *reinterpret_cast<const {vtype} *>("
+                   f"&{buffer.array}[({start}) + pg_i]);")]
+        + [word(e, f"pg_v.{c}") for e, c in enumerate("xyzw"[:width])])
+    scalar = cgen.Block([word(e, f"{buffer.array}[({start}) + pg_i + {e}]")
+                         for e in range(width)])
+    return [cgen.For(f"int pg_i = {width} * {TID}", f"pg_i < {math.prod(extents)}",
+                     f"pg_i += {width * threads}", cgen.Block([cgen.If(aligned, vector,
+                                                                       scalar)]))]
 
 
 def _vector_dealt(buffer: Buffer, threads: int, width: int, size: int, unpack: list,
@@ -370,12 +450,12 @@ def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int
     return _dealt(math.prod(extents), threads, _unpack(u, extents) + body)
 
 
-def _unpack(u: list[str], extents: tuple[int, ...]) -> list:
-    """The box coordinates ``u`` of linear element ``pg_i`` (row-major)."""
+def _unpack(u: list[str], extents: tuple[int, ...], linear: str = "pg_i") -> list:
+    """The box coordinates ``u`` of linear element ``linear`` (row-major)."""
     unpack = []
     stride = 1
     for k in reversed(range(len(extents))):
-        value = "pg_i" if stride == 1 else f"pg_i / {stride}"
+        value = linear if stride == 1 else f"{linear} / {stride}"
         if k > 0:
             value = f"{value} % {extents[k]}"
         unpack.insert(0, cgen.Line(f"const int {u[k]} = {value};"))
