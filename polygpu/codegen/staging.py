@@ -50,6 +50,7 @@ from polygpu.codegen.thread_ast import (
 )
 from polygpu.frontend import ir
 from polygpu.memory.placement import Buffer, prefetch_count
+from polygpu.model.isl_budget import OutOfBudget, isl_operation_budget
 from polygpu.model.isl_util import maps_of, union_of
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
@@ -192,21 +193,20 @@ def copied_extents(footprint: isl.Set, buffer: Buffer, known: isl.Set | None
     box = buffer.box
     if box.chunk:
         return box.extents
-    inside = _inside(footprint, buffer)
-    if known is not None:
-        inside = inside.intersect_params(known.align_params(inside.get_space()))
-    if inside.is_empty():
+    try:  # an optional refinement: the box itself where isl takes too long
+        with isl_operation_budget(footprint.get_ctx()):
+            inside = _inside(footprint, buffer)
+            if known is not None:
+                inside = inside.intersect_params(known.align_params(inside.get_space()))
+            if inside.is_empty():
+                return box.extents
+            inside = inside.project_out(isl.dim_type.param, 0,
+                                        inside.dim(isl.dim_type.param))
+            tops = [inside.dim_max_val(k) for k in range(len(box.extents))]
+    except (OutOfBudget, isl.Error):
         return box.extents
-    inside = inside.project_out(isl.dim_type.param, 0, inside.dim(isl.dim_type.param))
-    out = []
-    for k, extent in enumerate(box.extents):
-        try:
-            top = inside.dim_max_val(k)
-        except isl.Error:
-            return box.extents
-        reach = top.to_python() + 1 if top.is_int() else extent
-        out.append(max(1, min(extent, reach)))
-    return tuple(out)
+    return tuple(max(1, min(extent, top.to_python() + 1)) if top.is_int() else extent
+                 for extent, top in zip(box.extents, tops, strict=True))
 
 
 def _guard(footprint: isl.Set, buffer: Buffer, names: list[str], known: isl.Set | None,
@@ -276,7 +276,7 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
     n_threads = kernel.n_threads
     # a shared copy dealt to the threads runs over the reachable part of the box only
     # (the prefetch halves keep the box: their registers are counted from it)
-    if buffer.space == "shared" and direction in ("in", "out"):
+    if buffer.space == "shared" and direction in ("in", "out") and scop.fixed_parameters:
         extents = copied_extents(footprint, buffer, known)
     guard = index_text(_guard(footprint, buffer, u, known, extents), printer.index64)
     # the loop runs through the box in the array's order (coalesced global accesses);
