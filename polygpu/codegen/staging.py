@@ -349,7 +349,8 @@ def contiguous_width(buffer: Buffer, kernel: TiledKernel, scop: Scop, guard: str
     address is checked when the kernel runs."""
     box = buffer.box
     width = VECTOR_BYTES // buffer.element_size
-    if buffer.space != "shared" or guard not in ("1", "") or width < 2 or box.chunk \
+    if buffer.dtype not in VECTOR_TYPES or buffer.space != "shared" or \
+            guard not in ("1", "") or width < 2 or box.chunk \
             or any(t != 1 for t in box.stride) or math.prod(extents) % width \
             or all(t % width for t in kernel.tile):
         return 1
@@ -385,8 +386,7 @@ def _contiguous_dealt(buffer: Buffer, threads: int, width: int, extents: tuple[i
     threads ``width`` consecutive words at a time: one 16-byte load where the array's
     address is 16-byte aligned (word by word otherwise), each word to its place in the
     buffer (its rows may be shorter than a vector, and padded)."""
-    ctype = ir.DTYPES[buffer.dtype][0]
-    vtype = {4: f"{ctype}4", 2: f"{ctype}2"}[width]
+    vtype = VECTOR_TYPES[buffer.dtype]
     aligned = f"(reinterpret_cast<size_t>({buffer.array}) % {VECTOR_BYTES} == 0)"
 
     def word(e: int, value: str) -> cgen.Block:
@@ -413,8 +413,7 @@ def _vector_dealt(buffer: Buffer, threads: int, width: int, size: int, unpack: l
     of a word-by-word copy, and four times the bytes in flight per instruction: what a
     batch of small elements, bound by the bandwidth, needs (gemv rows at n = 32)."""
     last = u[-1]
-    ctype = ir.DTYPES[buffer.dtype][0]
-    vtype = {4: f"{ctype}4", 2: f"{ctype}2"}[width]
+    vtype = VECTOR_TYPES[buffer.dtype]
     aligned = f"(reinterpret_cast<size_t>({buffer.array}) % {VECTOR_BYTES} == 0)"
     vector = cgen.Block(
         [cgen.Line(f"const {vtype} pg_v = *reinterpret_cast<const {vtype} *>("
@@ -471,6 +470,9 @@ def _dealt(size: int, threads: int, body: list) -> list:
 
 
 VECTOR_BYTES = 16  # the widest global load: float4, double2
+# element types with a 16-byte vector type here and in the CPU emulator
+# (runtime/cuda_emulation.h): integer arrays are copied word by word
+VECTOR_TYPES = {"float32": "float4", "float64": "double2"}
 
 
 def vector_width(buffer: Buffer, kernel: TiledKernel, scop: Scop, guard: str,
@@ -496,6 +498,8 @@ def vector_width(buffer: Buffer, kernel: TiledKernel, scop: Scop, guard: str,
     get equally many vectors."""
     box = buffer.box
     width = VECTOR_BYTES // buffer.element_size
+    if buffer.dtype not in VECTOR_TYPES:
+        return 1
     dealt = extents is not None
     extents = extents or box.extents
     if buffer.space != "shared" or buffer.atomic or guard not in ("1", "") or width < 2 \
