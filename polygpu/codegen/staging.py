@@ -354,11 +354,7 @@ def contiguous_width(buffer: Buffer, kernel: TiledKernel, scop: Scop, guard: str
             or any(t != 1 for t in box.stride) or math.prod(extents) % width \
             or all(t % width for t in kernel.tile):
         return 1
-    extent = scop.array(buffer.array).extent
-    for name, value in scop.fixed_parameters.items():
-        k = extent.find_dim_by_name(isl.dim_type.param, name)
-        if k >= 0:
-            extent = extent.fix_val(isl.dim_type.param, k, isl.Val(value))
+    extent = _fixed_extent(scop, buffer.array)
     pitch = 1
     for d in range(1, len(extents)):
         top = extent.dim_max(d)
@@ -387,7 +383,7 @@ def _contiguous_dealt(buffer: Buffer, threads: int, width: int, extents: tuple[i
     address is 16-byte aligned (word by word otherwise), each word to its place in the
     buffer (its rows may be shorter than a vector, and padded)."""
     vtype = VECTOR_TYPES[buffer.dtype]
-    aligned = f"(reinterpret_cast<size_t>({buffer.array}) % {VECTOR_BYTES} == 0)"
+    aligned = _aligned(buffer.array)
 
     def word(e: int, value: str) -> cgen.Block:
         return cgen.Block([cgen.Line(f"const int pg_j = pg_i + {e};")]
@@ -414,7 +410,7 @@ def _vector_dealt(buffer: Buffer, threads: int, width: int, size: int, unpack: l
     batch of small elements, bound by the bandwidth, needs (gemv rows at n = 32)."""
     last = u[-1]
     vtype = VECTOR_TYPES[buffer.dtype]
-    aligned = f"(reinterpret_cast<size_t>({buffer.array}) % {VECTOR_BYTES} == 0)"
+    aligned = _aligned(buffer.array)
     vector = cgen.Block(
         [cgen.Line(f"const {vtype} pg_v = *reinterpret_cast<const {vtype} *>("
                    f"&{global_ref});")]
@@ -436,9 +432,8 @@ def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int
     and dealt cyclically to the block's ``threads`` threads, guarded by the exact
     footprint within the parameter set ``known``; ``printer`` prints global offsets."""
     footprint = buffer.writes if direction == "out" else buffer.reads
-    extents = buffer.box.extents
-    u = [f"pg_u{k}" for k in range(len(extents))]
     extents = copied_extents(footprint, buffer, known)
+    u = [f"pg_u{k}" for k in range(len(extents))]
     guard = index_text(_guard(footprint, buffer, u, known, extents), printer.index64)
     local = f"{buffer.name}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
     subs = _element(buffer, u, printer.index64)
@@ -511,12 +506,7 @@ def vector_width(buffer: Buffer, kernel: TiledKernel, scop: Scop, guard: str,
     # is, so rows and bases keep their alignment there
     if all(t % width for t in kernel.tile):
         return 1
-    extent = scop.array(buffer.array).extent
-    fixed = scop.fixed_parameters
-    for name, value in fixed.items():
-        k = extent.find_dim_by_name(isl.dim_type.param, name)
-        if k >= 0:
-            extent = extent.fix_val(isl.dim_type.param, k, isl.Val(value))
+    extent = _fixed_extent(scop, buffer.array)
     last = extent.dim(isl.dim_type.set) - 1
     row = extent.dim_max(last)
     if not row.is_cst() or extent.dim_min_val(last).to_python() != 0:
@@ -528,13 +518,27 @@ def vector_width(buffer: Buffer, kernel: TiledKernel, scop: Scop, guard: str,
     # the copy runs (its footprint's parameters, with the grid's bounds)
     base = box.base[-1]
     known = buffer.reads.params()
-    if fixed or kernel.blocks is not None:
+    if scop.fixed_parameters or kernel.blocks is not None:
         blocks = thread_context(scop, kernel, threads=False)
         known = known.intersect_params(blocks.align_params(known.get_space()))
-    off = base.mod_val(isl.Val(width)).non_zero_set()
-    off = off.align_params(known.get_space())
-    known = known.align_params(off.get_space())
-    return width if off.intersect_params(known).params().is_empty() else 1
+    return 1 if _nonzero_somewhere(base.mod_val(isl.Val(width)), known) else width
+
+
+def _fixed_extent(scop: Scop, array: str) -> isl.Set:
+    """``array``'s index set with the parameters ``scop`` fixes (a specialized
+    program's sizes) substituted: its rows' lengths as constants where they are known."""
+    extent = scop.array(array).extent
+    for name, value in scop.fixed_parameters.items():
+        k = extent.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            extent = extent.fix_val(isl.dim_type.param, k, isl.Val(value))
+    return extent
+
+
+def _aligned(array: str) -> str:
+    """C condition: ``array``'s address allows 16-byte loads (a caller's device array
+    may be offset; the device layer's allocations always do)."""
+    return f"(reinterpret_cast<size_t>({array}) % {VECTOR_BYTES} == 0)"
 
 
 def _vector_halves(buffer: Buffer, kernel: TiledKernel, printer: Printer, direction: str,
@@ -550,12 +554,11 @@ def _vector_halves(buffer: Buffer, kernel: TiledKernel, printer: Printer, direct
     n_threads = kernel.n_threads
     vectors = buffer.box.size // width // n_threads
     last = u[-1]
-    ctype = ir.DTYPES[buffer.dtype][0]
-    vtype = {4: f"{ctype}4", 2: f"{ctype}2"}[width]
+    vtype = VECTOR_TYPES[buffer.dtype]
     lanes = "xyzw"[:width]
     head = [cgen.Line(f"const int pg_i = {width} * ({TID} + {n_threads} * pg_q);")] + unpack
     if direction == "load":
-        aligned = f"(reinterpret_cast<size_t>({buffer.array}) % {VECTOR_BYTES} == 0)"
+        aligned = _aligned(buffer.array)
         slot = f"{prefetch_name(buffer)}[{width} * pg_q + pg_e]"
         scalar = cgen.Block([cgen.Pragma("unroll"), cgen.For(
             "int pg_e = 0", f"pg_e < {width}", "pg_e += 1", cgen.Block([

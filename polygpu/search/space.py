@@ -225,18 +225,27 @@ def fitted_threads(extents: tuple[int, ...], total: int) -> tuple[int, ...] | No
     half of ``total``, get exactly their extents, and the next dimension out gets as
     many as fit (at least 2: several elements a block); the ones further out 1.  None
     where no inner dimension is that small or every mapped dimension is."""
+    return _whole_inner(extents, total // 2, SMALL_EXTENT, total, least=2)
+
+
+def _whole_inner(extents: Sequence[int], room: int, longest: int, total: int,
+                 least: int) -> tuple[int, ...] | None:
+    """Threads (outer first, as ``extents``) giving the innermost dimensions of at most
+    ``longest`` points, together at most ``room`` threads, exactly their extents, and
+    the next dimension out as many of ``total`` as are left (CUDA's limit on its axis;
+    None below ``least``), the ones further out 1.  None where no inner dimension is
+    given whole or every mapped dimension would be."""
     n = len(extents)
     inner, size = 0, 1
-    while inner < n - 1 and extents[n - 1 - inner] <= SMALL_EXTENT and \
-            size * extents[n - 1 - inner] * 2 <= total:
+    while inner < n - 1 and extents[n - 1 - inner] <= longest and \
+            size * extents[n - 1 - inner] <= room:
         size *= extents[n - 1 - inner]
         inner += 1
     if inner == 0:
         return None
     outer = n - 1 - inner  # the batch dimension
-    axis = AXIS_THREADS[MAX_MAPPED - n + outer]
-    many = min(total // size, extents[outer], axis)
-    if many < 2:
+    many = min(total // size, extents[outer], AXIS_THREADS[MAX_MAPPED - n + outer])
+    if many < least:
         return None
     return (1,) * outer + (many,) + tuple(extents[outer + 1:])
 
@@ -407,17 +416,7 @@ def element_rows(extents: Sequence[int], total: int) -> tuple[int, ...] | None:
     out what is left of ``total`` (1 at least): a thread per row of a few whole
     elements.  None where the innermost dimension is longer, or nothing is left for an
     outer dimension (a single mapped dimension: its shapes are the plain ones)."""
-    n = len(extents)
-    inner, size = 0, 1
-    while inner < n - 1 and extents[n - 1 - inner] <= LARGEST_ELEMENT_EXTENT and \
-            size * extents[n - 1 - inner] <= total:
-        size *= extents[n - 1 - inner]
-        inner += 1
-    if inner == 0:
-        return None
-    outer = n - 1 - inner
-    many = max(1, min(total // size, extents[outer], AXIS_THREADS[MAX_MAPPED - n + outer]))
-    return (1,) * outer + (many,) + tuple(extents[outer + 1:])
+    return _whole_inner(extents, total, LARGEST_ELEMENT_EXTENT, total, least=1)
 
 
 REGISTER_POINTS = 4  # a register-tiled element's points per thread along each tiled dim
@@ -426,18 +425,17 @@ REGISTER_POINTS = 4  # a register-tiled element's points per thread along each t
 def element_variants(shape: Shape) -> list[Variant]:
     """A batch's staged plans sized to its elements, specialized (the copies then run
     over what the element holds, not the parametric tile: codegen/staging.py
-    ``copied_extents``): a thread per row of a few whole elements (dot, gemv), and with
-    a time loop over two inner dimensions, register tiles of
+    ``copied_extents``), time tiles no wider than the element's loop: with a single
+    mapped dimension and a loop of at most 128 points, a thread per element (dot);
+    with a time loop over two inner dimensions, register tiles of
     :data:`REGISTER_POINTS` x :data:`REGISTER_POINTS` points a thread -- over several
-    elements and the rows of each where elements are 16 wide or less, over the element
-    otherwise (the 64 x 64 tile in time tiles of 16, runs of 4 and prefetched copies,
-    mm's shape, from 64 points on, 4-byte elements only: see ``plan_model._shapes``),
-    register tiles first.  Measured on the H200 against torch.bmm (2026-11-29,
-    batched.md): gemm 2.0x at n = 16, 0.90x at 32 and 64; staged rows: gemv 51-60 % of
-    the copy rate at n = 16..128.  Empty where the innermost extent is not an
-    element's (at most 128 points; rows from 16, register tiles from 8) or there are
-    few elements; a single mapped dimension (batched dot: a
-    thread per element) has no element extent to size a block to."""
+    elements and the rows of each where elements are 8 to 16 wide, over the element's
+    32 x 32 up to 32, mm's 64 x 64 tile in time tiles of 16, runs of 4 and prefetched
+    copies beyond (4-byte elements only: see ``plan_model._shapes``; double-buffered
+    past 64); then a thread per row of a few whole elements from 16 points (gemv).
+    Measured on the H200 (2026-11-29, batched.md): gemm 9.9x torch.bmm at n = 8, 0.82x
+    at 128; dot and gemv 84-99 % of the copy rate at n = 16..128.  Empty where the
+    innermost extent is longer than 128 points or there are fewer than 256 elements."""
     extents, n = shape.extents, shape.n_mapped
     c = shape.candidate
     # an element's loop needs no wider time tile: its buffers take the shared memory
