@@ -11,8 +11,9 @@ column) and ``dot`` (``kernels/batched_dot.c``, n-vectors; ``(x * y).sum(-1)``).
 For each n: the polygpu programs are checked against the original loop nest on the
 device at nb = 37 first (the issue's odd sizes), then timed at full size with CUDA
 events (one warm-up, median of ``--repeats``, stopping after 1 s); torch on the same
-shapes (no TF32).  ``roofline`` is the compulsory traffic (each array read or written
-once) over 3000 GB/s.
+shapes (no TF32), batched and as a loop of single calls (1000 timed, scaled).
+``roofline`` is the compulsory traffic (each array read or written once) over the copy
+rate measured in the same run (3000 GB/s without torch).
 
 ``cholesky`` (``kernels/batched_cholesky.c``: in-place factor and solve of S + 2n I)
 against ``torch.linalg.cholesky`` + ``torch.cholesky_solve``; ``cholesky_soa`` the same
@@ -31,7 +32,11 @@ to device-steps mappings marked (also written after a ``--mappings`` run).
 ``{"variant": {...}}`` with optional ``"op"``, ``"n"`` and ``"dtype"`` saying where each
 applies; ``tuning/probes/`` holds the ones of recorded runs).
 
-Not built yet: gemm, gemv and dot in the SoA layout; a transposing adapter as a variant.
+``gemm_soa``, ``gemv_soa``, ``dot_soa`` (``kernels/batched_*_soa.c``): the same
+operations on interleaved elements (entry (i, j) of every element one row), torch timed
+on its own AoS layout (no transposition counted).
+
+Not built yet: a transposing adapter as a variant.
 
     python tuning/batched.py --op gemm --op gemv --op dot --out tuning/results/<gpu>
     python tuning/batched.py --op cholesky --n 8 16 32 64 --mappings
@@ -46,6 +51,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -65,7 +71,10 @@ from polygpu.search.measurement import canonical  # noqa: E402
 KERNELS = {"gemm": ("batched_mm.c", "batched_mm"), "gemv": ("batched_gemv.c", "batched_gemv"),
            "dot": ("batched_dot.c", "batched_dot"),
            "cholesky": ("batched_cholesky.c", "batched_cholesky"),
-           "cholesky_soa": ("batched_cholesky_soa.c", "batched_cholesky_soa")}
+           "cholesky_soa": ("batched_cholesky_soa.c", "batched_cholesky_soa"),
+           "gemm_soa": ("batched_mm_soa.c", "batched_mm_soa"),
+           "gemv_soa": ("batched_gemv_soa.c", "batched_gemv_soa"),
+           "dot_soa": ("batched_dot_soa.c", "batched_dot_soa")}
 BANDWIDTH = 3000e9  # bytes/s: the H100's copy rate (about 2975 GB/s measured)
 COPY_BYTES = 768e6  # the copy that measures a GPU's rate: 384 MB read, 384 MB written
 
@@ -88,7 +97,13 @@ def words(op: str, n: int, nb: int) -> int:
     """Compulsory words moved: every input read and the output written once."""
     return nb * {"gemm": 3 * n * n, "gemv": n * n + 2 * n, "dot": 2 * n + 1,
                  "cholesky": 2 * (n * n + n),  # a and b read and written
-                 "cholesky_soa": 2 * (n * n + n)}[op]
+                 }[layout(op)[0]]
+
+
+def layout(op: str) -> tuple[str, str]:
+    """(operation, layout) of ``op``: ``gemm_soa`` is gemm on interleaved elements."""
+    base, _, soa = op.partition("_")
+    return base, "SoA" if soa else "AoS"
 
 
 def time_torch(op: str, n: int, nb: int, dtype: str) -> float | None:
@@ -106,6 +121,7 @@ def time_torch(op: str, n: int, nb: int, dtype: str) -> float | None:
         b = torch.rand(nb, n, 1, dtype=t, device="cuda")
         return _median_ms(torch, lambda: torch.cholesky_solve(b, torch.linalg.cholesky(s)),
                           **TORCH_TIMING)
+    op = layout(op)[0]  # torch's batched routines take AoS only: timed on their layout
     if op == "dot":
         x = torch.rand(nb, n, dtype=t, device="cuda")
         y = torch.rand(nb, n, dtype=t, device="cuda")
@@ -113,6 +129,46 @@ def time_torch(op: str, n: int, nb: int, dtype: str) -> float | None:
     a = torch.rand(nb, n, n, dtype=t, device="cuda")
     b = torch.rand(nb, n, n if op == "gemm" else 1, dtype=t, device="cuda")
     return _median_ms(torch, lambda: torch.bmm(a, b), **TORCH_TIMING)
+
+
+LOOP_CALLS = 1000  # single calls timed for the loop peer, scaled to the batch
+
+
+def time_torch_loop(op: str, n: int, nb: int, dtype: str) -> float | None:
+    """The loop of single calls (issue 21's other peer): ``LOOP_CALLS`` calls of torch on
+    one element each (``a[e] @ b[e]``, ``(x[e] * y[e]).sum()``, ``cholesky_solve(b[e],
+    cholesky(s[e]))``) timed together and scaled to ``nb`` elements -- an estimate from
+    the first calls, not a run over the whole batch (minutes at millions of elements)."""
+    torch = _torch()
+    if torch is None:
+        return None
+    t = getattr(torch, dtype)
+    calls = min(nb, LOOP_CALLS)
+    base = layout(op)[0]
+    if base == "cholesky":
+        s = torch.rand(calls, n, n, dtype=t, device="cuda") + 0.5
+        s = torch.tril(s) + torch.tril(s, -1).transpose(1, 2) \
+            + 2 * n * torch.eye(n, dtype=t, device="cuda")
+        b = torch.rand(calls, n, 1, dtype=t, device="cuda")
+
+        def run():
+            for e in range(calls):
+                torch.cholesky_solve(b[e], torch.linalg.cholesky(s[e]))
+    elif base == "dot":
+        x = torch.rand(calls, n, dtype=t, device="cuda")
+        y = torch.rand(calls, n, dtype=t, device="cuda")
+
+        def run():
+            for e in range(calls):
+                (x[e] * y[e]).sum()
+    else:
+        a = torch.rand(calls, n, n, dtype=t, device="cuda")
+        b = torch.rand(calls, n, n if base == "gemm" else 1, dtype=t, device="cuda")
+
+        def run():
+            for e in range(calls):
+                torch.matmul(a[e], b[e])
+    return _median_ms(torch, run, repeats=3, warmup=1) * nb / calls
 
 
 def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
@@ -125,7 +181,7 @@ def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
     row = {"op": op, "n": n, "nb": nb, "dtype": dtype}
     choice = plan_model.choose(prepared, sizes)
     plans = [("default", choice.variant)]
-    if op in ("gemm", "gemv"):  # a 1-d mapping had no square block to compare with
+    if layout(op)[0] in ("gemm", "gemv"):  # a 1-d mapping had no square block to compare
         plans.append(("square", SQUARE))
     for k, extra in enumerate(args.also_variants):  # --also: variants to compare
         if extra.get("op", op) == op and n in extra.get("n", [n]) and \
@@ -149,6 +205,7 @@ def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
     row["compulsory_bytes"] = words(op, n, nb) * (8 if dtype == "float64" else 4)
     if args.backend == "gpu" and not args.small:
         row["torch_ms"] = time_torch(op, n, nb, dtype)
+        row["torch_loop_ms"] = time_torch_loop(op, n, nb, dtype)
     print(json.dumps({k: row[k] for k in row if k not in ("ranking",) + tuple(
                      key for key, _ in plans)} | {key: row[key].get("ms") for key, _ in plans}),
           file=sys.stderr, flush=True)
@@ -166,8 +223,9 @@ def markdown(data: dict) -> str:
              + ("this GPU's copy rate, measured in the same run" if data.get("copy_gbs")
                 else "the H100's copy rate") + ").", "",
              "| op | dtype | n | nb | default block | default ms | roofline | 32 x 32 ms | "
-             "torch ms | x torch | x 32 x 32 |",
-             "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|"]
+             "torch ms | x torch | x 32 x 32 | loop of single calls ms (est.) | x loop | "
+             "best timed ms | pick / best |",
+             "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
 
     for r in data["rows"]:
         ms = r["default"].get("ms")
@@ -175,11 +233,16 @@ def markdown(data: dict) -> str:
         peer = r.get("torch_ms")
         roof = r["compulsory_bytes"] / (data.get("copy_gbs") or BANDWIDTH / 1e9) * 1e-6
         block = " x ".join(str(t) for t in r["default"]["variant"]["threads"])
+        loop = r.get("torch_loop_ms")
+        best = min((v["ms"] for v in r.values() if isinstance(v, dict) and v.get("ms")),
+                   default=None)
         lines.append(
             f"| {r['op']} | {r['dtype']} | {r['n']} | {r['nb']} | {block} | {cell(ms)} | "
             f"{cell(roof / ms * 100 if ms else None, 1)}% | {cell(square)} | {cell(peer)} | "
             f"{cell(peer / ms if peer and ms else None, 2)} | "
-            f"{cell(square / ms if square and ms else None, 2)} |")
+            f"{cell(square / ms if square and ms else None, 2)} | {cell(loop)} | "
+            f"{cell(loop / ms if loop and ms else None, 1)} | {cell(best)} | "
+            f"{cell(ms / best if ms and best else None, 2)} |")
     for r in data["rows"]:
         if "ranking" in r:
             lines += _mappings(r)
@@ -217,18 +280,31 @@ def _mappings(r: dict) -> list[str]:
     return lines
 
 
-MAPPINGS = (("thread", "a thread (or a group of a block) per element, launched once"),
+MAPPINGS = (("thread", "a thread per element (a factorization: or a group), launched once"),
+            ("group", "a group of 2-32 threads per element, launched once"),
+            ("blocks", "more than a warp per element, launched once"),
             ("warp", "a warp per element, several per block (device steps)"),
             ("block", "a block per element (device steps)"))
+# mapped dimensions of one element besides the batch's (the BLAS operations' plans)
+ELEMENT_DIMS = {"gemm": 2, "gemv": 1, "dot": 0}
 
 
-def mapping_of(variant: dict) -> str:
-    """The execution model of a plan: ``thread`` (no device steps: the ordinary
-    mappings, a thread or a group of a block's threads per element), ``warp`` (device
-    steps, several elements per block) or ``block`` (device steps, one per block)."""
-    if not variant.get("device_steps"):
+def mapping_of(variant: dict, op: str = "cholesky") -> str:
+    """The execution model of a plan: with device steps ``warp`` (several elements per
+    block) or ``block`` (one per block); launched once, for a BLAS operation by the
+    threads one element gets -- ``thread`` (1), ``group`` (a warp at most) or
+    ``blocks`` (more, or the batch not mapped: a tile over one element) -- and for a
+    factorization ``thread`` (a thread or a group of a block's threads per element)."""
+    if variant.get("device_steps"):
+        return "warp" if variant.get("elements_per_block", 1) > 1 else "block"
+    base, where = layout(op)
+    if base not in ELEMENT_DIMS:
         return "thread"
-    return "warp" if variant.get("elements_per_block", 1) > 1 else "block"
+    threads = variant["threads"]
+    if len(threads) <= ELEMENT_DIMS[base]:
+        return "blocks"
+    per = math.prod(threads[:-1] if where == "SoA" else threads[1:])
+    return "thread" if per == 1 else "group" if per <= 32 else "blocks"
 
 
 def best_by_mapping(row: dict) -> dict[str, float]:
@@ -236,7 +312,7 @@ def best_by_mapping(row: dict) -> dict[str, float]:
     best: dict[str, float] = {}
     for v in row.values():
         if isinstance(v, dict) and v.get("ms") and "variant" in v:
-            kind = mapping_of(v["variant"])
+            kind = mapping_of(v["variant"], row.get("op", "cholesky"))
             best[kind] = min(best.get(kind, v["ms"]), v["ms"])
     return best
 
@@ -293,7 +369,11 @@ def plot(data: dict, out: Path) -> list[Path]:
             ax.plot(*zip(*peer, strict=True), linestyle="--", color="0.4", label="torch")
         marks = ((crossover(rows), "device steps faster than a thread from n = {}"),
                  (crossover(rows, ("warp",), ("block",)),
-                  "a block faster than a warp from n = {}"))
+                  "a block faster than a warp from n = {}"),
+                 (crossover(rows, ("thread",), ("group", "blocks")),
+                  "threads per element faster than one from n = {}"),
+                 (crossover(rows, ("thread", "group"), ("blocks",)),
+                  "more than a warp per element faster from n = {}"))
         for k, (at, text) in enumerate(marks):
             if at is not None:
                 ax.axvline(at, color=f"C{3 + k}", alpha=0.5)

@@ -34,7 +34,9 @@ from polygpu.codegen.launch_grid import (
     AXIS_LIMITS,
     block_count,
     device_expression,
+    flat_block,
     grid_expression,
+    launch_block,
     may_exceed,
 )
 from polygpu.codegen.program import Argument, KernelProgram, Launch
@@ -190,13 +192,21 @@ def arguments(scop: Scop) -> tuple[Argument, ...]:
     return tuple(result)
 
 
+GIVEN = "pg_given_"  # the argument's name where its value is a compile-time constant
+
+
 def _parameter_list(scop: Scop, args: tuple[Argument, ...], host: bool = True) -> list:
+    """The C parameters of a kernel or device function taking ``args``; a parameter the
+    program is specialized for is received as ``pg_given_NAME`` (:func:`_fixed_constants`
+    names its value)."""
     written = scop.written_arrays()
+    fixed = scop.fixed_parameters
     params = []
     for arg in args:
         ctype = _c_type(arg.dtype)
         if arg.kind == "scalar":
-            params.append(cgen.Value(f"const {ctype}", arg.name))
+            name = GIVEN + arg.name if arg.name in fixed else arg.name
+            params.append(cgen.Value(f"const {ctype}", name))
         elif arg.name in written:
             params.append(cgen.Value(f"{ctype} *__restrict__", arg.name))
         else:
@@ -205,6 +215,17 @@ def _parameter_list(scop: Scop, args: tuple[Argument, ...], host: bool = True) -
     if host:
         params += [cgen.Value("const int", name) for name in scop.host]
     return params
+
+
+def _fixed_constants(scop: Scop, args: tuple[Argument, ...]) -> list:
+    """The parameters the program is specialized for as compile-time constants, the
+    first lines of each function that receives them: indices, trip counts and
+    divisions by them fold (a 2 x 2 product's ``(e * n + i) * n + k`` is ``4 * e + 2 * i
+    + k``).  Safe because a specialized program refuses other values at launch
+    (:func:`polygpu.runtime.device.launch_plan`)."""
+    fixed = scop.fixed_parameters
+    return [cgen.Line(f"constexpr {_c_type(a.dtype)} {a.name} = {fixed[a.name]};")
+            for a in args if a.kind == "scalar" and a.name in fixed]
 
 
 def launch_steps(scop: Scop, statements: tuple[str, ...], name: str,
@@ -344,6 +365,9 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         if device_steps:
             body += [cgen.Line(f"const int {t} = {_thread_id(kernel, k)};")
                      for k, t in enumerate(kernel.thread_names)]
+        elif flat_block(kernel.threads):
+            body += [cgen.Line(f"const int {t} = {_thread_id(kernel, k, 'threadIdx.x')};")
+                     for k, t in enumerate(kernel.thread_names)]
         else:
             body += [cgen.Line(f"const int {t} = threadIdx.{AXES[k]};")
                      for k, t in enumerate(kernel.thread_names)]
@@ -393,16 +417,16 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
                             if b.space == "shared" else "")
                          + (f", {b.stages} of them used in turn (double-buffered)"
                             if b.stages > 1 else ""))
-        parts.append(str(cgen.FunctionBody(decl, cgen.Block(body))))
+        parts.append(str(cgen.FunctionBody(decl, cgen.Block(
+            _fixed_constants(scop, args) + body))))
         if fold:  # prod(blocks) on x, and on y in rows of 2^31 - 1 when there are more
             total = " * ".join(grid)
             grid = [total] if _total_fits(kernel, values) else \
                 [f"min({total}, {INT32_MAX})", f"({total} + {INT32_MAX - 1}) / {INT32_MAX}"]
-        block = list(kernel.threads)
         launches.append(Launch(
             kernel=name,
             grid=tuple(grid + ["1"] * (3 - len(grid))),
-            block=tuple(block + [1] * (3 - len(block))),
+            block=launch_block(kernel.threads),
             shared_bytes=staging.dynamic_bytes(shared) if dynamic else 0,
         ))
         if scop.host:
@@ -458,7 +482,7 @@ def _half_function(scop: Scop, kernel: TiledKernel, name: str, args, buffers, it
     registers = staging.declarations([b for b in buffers if b.space == "register"], False)
     code = cgen.FunctionBody(
         cgen.FunctionDeclaration(cgen.Value("__device__ __noinline__ void", name), params),
-        cgen.Block(registers + work))
+        cgen.Block(_fixed_constants(scop, args) + registers + work))
     return str(code), cgen.Line(f"{name}({', '.join(names)});")
 
 
@@ -562,10 +586,10 @@ def device_steps_possible(scop: Scop, kernels: tuple[TiledKernel, ...],
     return why is None
 
 
-def _thread_id(kernel: TiledKernel, k: int) -> str:
+def _thread_id(kernel: TiledKernel, k: int, linear: str = _TID) -> str:
     """Thread coordinate ``k`` (x innermost) from the block's linear thread number."""
     below = math.prod(kernel.threads[:k])
-    value = _TID if below == 1 else f"{_TID} / {below}"
+    value = linear if below == 1 else f"{linear} / {below}"
     return value if k + 1 == kernel.n_mapped else f"({value}) % {kernel.threads[k]}"
 
 
@@ -656,15 +680,16 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
 
     emitter = Emitter(scop, 1, user=user, index64=itype != "int")
     group = block_threads // elements
+    body = _fixed_constants(scop, args)
     if elements == 1:
-        body = [cgen.Line(f"const int {_TID} = threadIdx.x;")]
+        body += [cgen.Line(f"const int {_TID} = threadIdx.x;")]
         barrier = "__syncthreads()"
     else:
         lanes = "0xffffffffu" if group == 32 else \
             f"{hex((1 << group) - 1)}u << (threadIdx.x % 32 / {group} * {group})"
-        body = [cgen.Line(f"const int {_TID} = threadIdx.x % {group};"),
-                cgen.Line(f"const int {_GROUP} = threadIdx.x / {group};"),
-                cgen.Line(f"const unsigned {_MASK} = {lanes};")]
+        body += [cgen.Line(f"const int {_TID} = threadIdx.x % {group};"),
+                 cgen.Line(f"const int {_GROUP} = threadIdx.x / {group};"),
+                 cgen.Line(f"const unsigned {_MASK} = {lanes};")]
         barrier = f"__syncwarp({_MASK})"
     body += bind
     if resident:

@@ -86,6 +86,21 @@ def _piece_counts(extent: isl.PwAff, tile: int) -> list[tuple[dict[str, int], in
 
 # CUDA's grid limits: x up to 2^31 - 1 blocks, y and z up to 65535
 AXIS_LIMITS = (2**31 - 1, 65535, 65535)
+BLOCK_AXIS_LIMITS = (1024, 1024, 64)  # threads of a block along x, y, z
+
+
+def flat_block(threads: tuple[int, ...]) -> bool:
+    """Whether a block of ``threads`` (x first) is launched as one line of threads, its
+    coordinates taken from ``threadIdx.x`` (x fastest, as CUDA numbers them: the same
+    warps): where an axis has more than CUDA allows along it (a thread per element of a
+    batch maps 128 elements to z, whose limit is 64)."""
+    return any(t > limit for t, limit in zip(threads, BLOCK_AXIS_LIMITS, strict=False))
+
+
+def launch_block(threads: tuple[int, ...]) -> tuple[int, int, int]:
+    """The block a kernel with ``threads`` launches (see :func:`flat_block`)."""
+    block = (math.prod(threads),) if flat_block(threads) else tuple(threads)
+    return tuple(block) + (1,) * (3 - len(block))
 
 
 def may_exceed(extent: isl.PwAff, tile: int, context: isl.Set, limit: int,

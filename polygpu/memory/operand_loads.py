@@ -12,7 +12,8 @@ dimension a buffer stores innermost load as vectors of up to 16 bytes.
 ``operand_loads`` is per kernel: instances (counted with isl at the parameters) and
 load instructions, both summed over statements; a global read whose element jumps by
 more than a word between neighbouring threads counts as several (:data:`SCATTERED_LOAD`).
-Registers buffers (loaded once per thread) are free.  It is a model for ordering
+Registers buffers (loaded once per thread) are free; stores are counted only where they
+scatter (:func:`_scattered_stores`).  It is a model for ordering
 variants, not a prediction of time.
 """
 
@@ -141,4 +142,51 @@ def operand_loads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
                     vector = max(vector, min(kernel.chunk, f, VECTOR_BYTES // size))
             per_tile += distinct / vector
         loads += count * per_tile / tile_points
-    return OperandLoads(instances, loads)
+    return OperandLoads(instances, loads + _scattered_stores(scop, kernel, params, buffers))
+
+
+def _scattered_stores(scop: Scop, kernel: TiledKernel, params: dict[str, int],
+                      buffers: dict) -> float:
+    """What the stores of arrays written from registers or directly (not through a
+    shared copy, whose loops run along the buffer's rows) cost beyond a coalesced
+    store, where neighbouring threads' elements are more than a word apart: each element
+    written once, at :data:`SCATTERED_LOAD`'s price of a scattered access, where that
+    distance is more than a thread's own points along x (interleaved
+    2 x 2 ... 16 x 16 products mapped element-outermost store ``c[i][j][e]`` with x
+    along j: 1.1 ms against 0.44 along e, H200; results/NVIDIA-H200/batched.md).  A
+    coalesced store costs nothing here: the model's order of such plans is as before."""
+    if not kernel.n_mapped:  # one thread: no neighbour to scatter from
+        return 0.0
+    extra = 0.0
+    for array in sorted({a.array for a in scop.accesses
+                         if a.kind == "write" and a.statement in kernel.statements}):
+        buffer = buffers.get(array)
+        if buffer is not None and buffer.space == "shared":
+            continue
+        writes = [a for a in scop.accesses if a.kind == "write" and a.array == array
+                  and a.statement in kernel.statements]
+        stride = max(_thread_stride(scop, kernel, a.statement, a, params) for a in writes)
+        # a thread's own run of points along x fills the gap to its neighbour's (a
+        # blocked register tile stores whole lines across the warp)
+        if stride <= max(1, -(-kernel.tile[0] // kernel.threads[0])):
+            continue
+        written = None
+        for a in writes:
+            part = a.relation.intersect_domain(scop.statement(a.statement).domain).range()
+            written = part if written is None else written.union(part)
+        extra += _count_at(written, params) * min(SCATTERED_LOAD, 4 * stride)
+    return extra
+
+
+def _count_at(s: isl.Set, params: dict[str, int]) -> int:
+    """The points of ``s`` at ``params`` (barvinok's count, evaluated)."""
+    count = _card(str(s.coalesce()))
+    point = isl.Set.universe(count.get_domain_space())
+    for k in range(point.dim(isl.dim_type.param)):
+        value = params.get(point.get_dim_name(isl.dim_type.param, k))
+        if value is None:
+            return 0
+        point = point.fix_val(isl.dim_type.param, k, isl.Val(value))
+    if point.is_empty():
+        return 0
+    return int(count.eval(point.sample_point()).to_python())

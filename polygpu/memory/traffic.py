@@ -139,6 +139,46 @@ def _sample_tiles(tiles: isl.Set) -> list[isl.Set]:
     return picks
 
 
+SECTOR_BYTES = 32  # what DRAM and L2 move for any access: a sector of a 128-byte line
+
+
+def _sector_factor(rel: isl.Map, tiles: isl.Set, array, params: dict[str, int]) -> float:
+    """How many times its elements' bytes a tile's footprint of ``array`` moves where
+    its contiguous runs are single words, each a sector (:data:`SECTOR_BYTES`), from
+    the first tile's box: the run is the innermost extent, times the next while each is
+    the array's whole dimension.  An element-outermost tile of interleaved elements
+    (``c[i][j][e]``, one e a tile) moves a sector per word: 8x in float; runs of two
+    words or more count what they hold (1)."""
+    footprint = rel.intersect_domain(tiles.lexmin()).range()
+    if footprint.is_empty() or footprint.dim(isl.dim_type.set) == 0:
+        return 1.0
+    run = 1
+    for d in reversed(range(footprint.dim(isl.dim_type.set))):
+        lo, hi = footprint.dim_min_val(d), footprint.dim_max_val(d)
+        if not (lo.is_int() and hi.is_int()):
+            return 1.0
+        extent = hi.to_python() - lo.to_python() + 1
+        run *= extent
+        whole = _extent_at(array.shape[d], params) if d < len(array.shape) else 0
+        if extent < whole or whole <= 0:
+            break
+    # only a run of one word: shorter runs of several words are what small tiles of
+    # ordinary nests read (a 4 x 8 tile of a transpose), whose order the measurements
+    # and the search's replays were calibrated with
+    return SECTOR_BYTES / array.element_size if run == 1 else 1.0
+
+
+def _extent_at(extent: isl.PwAff, params: dict[str, int]) -> int:
+    """A parametric extent at ``params`` (0 where unknown)."""
+    ctx = isl.Set.universe(extent.get_domain_space())
+    for name, v in params.items():
+        k = ctx.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            ctx = ctx.fix_val(isl.dim_type.param, k, isl.Val(v))
+    top = extent.intersect_params(ctx).max_val()
+    return 0 if top.is_nan() or not top.is_int() else int(top.to_python())
+
+
 def estimated_traffic(scop: Scop, kernel: TiledKernel, name: str,
                       params: dict[str, int], plan: MemoryPlan | None = None
                       ) -> tuple[Traffic, ...]:
@@ -170,10 +210,11 @@ def estimated_traffic(scop: Scop, kernel: TiledKernel, name: str,
             if n_tiles == 0:
                 counts.append(0)
                 continue
+            factor = _sector_factor(rel, tiles, array, params)
             if rel.is_injective():  # no element in two tiles: exactly the elements
-                counts.append(count_points(rel.range()))
+                counts.append(round(count_points(rel.range()) * factor))
                 continue
             sizes = [count_points(rel.intersect_domain(t).range()) for t in _sample_tiles(tiles)]
-            counts.append(round(n_tiles * sum(sizes) / len(sizes)))
+            counts.append(round(n_tiles * sum(sizes) / len(sizes) * factor))
         result.append(Traffic(name, array.name, counts[0], counts[1], array.element_size))
     return tuple(result)

@@ -23,7 +23,9 @@ class LaunchCost:
     ``barriers`` counts the ``__syncthreads`` its blocks pass (summed over blocks and
     runs, :mod:`polygpu.memory.barriers`), ``resident_blocks`` how many of its blocks
     share a multiprocessor (None before nvcc without a guess): a barrier idles the
-    multiprocessor only where no other block is there to issue."""
+    multiprocessor only where no other block is there to issue.  ``threads``: each
+    block's threads (0: not known), whose every thread issues its setup whether it has
+    a point or not (:data:`polygpu.search.cost.THREAD_INSTRUCTIONS`)."""
 
     kernel: str
     runs: int
@@ -35,6 +37,7 @@ class LaunchCost:
     concurrency: float | None = None
     barriers: int = 0
     resident_blocks: int | None = None
+    threads: int = 0
 
 
 @dataclass(frozen=True)

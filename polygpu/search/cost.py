@@ -30,6 +30,13 @@ LAUNCH_SECONDS = 8e-6
 BARRIER_CYCLES = 500
 
 
+# what each launched thread issues whether it has work or not: its block and thread
+# ids, the decomposition of a linear block id, the guards of partial tiles, its exit.
+# Without it a plan whose blocks are mostly idle threads looked free: the interleaved
+# (SoA) 2 x 2 products in blocks of 256 threads for 4 points each ranked first
+THREAD_INSTRUCTIONS = 16
+
+
 def active_sms(blocks: int, sms: int) -> float:
     """The fraction of SMs a grid of ``blocks`` gives work to."""
     return min(1.0, blocks / sms)
@@ -51,7 +58,8 @@ def _launch_times(x: LaunchCost, limits: Limits) -> tuple[float, float]:
     memory_share = active * (1.0 if x.prefetched else min(1.0, concurrency_ / SATURATION))
     issue_share = active * min(1.0, concurrency_ / ISSUE_SATURATION)
     memory = x.traffic_bytes / limits.dram_bytes_per_s / max(memory_share, 1e-9)
-    issue = (x.instances + x.operand_loads) / (
+    launched = x.runs * x.blocks * x.threads * THREAD_INSTRUCTIONS
+    issue = (x.instances + x.operand_loads + launched) / (
         sms * limits.fp32_lanes_per_sm * limits.clock_hz) / max(issue_share, 1e-9)
     return memory, issue + barrier_seconds(x, limits)
 
@@ -81,7 +89,8 @@ def predicted_cost(c: Candidate, limits: Limits = SM_90) -> float:
     * the issue time: one instruction per statement instance plus its operand loads
       (:mod:`polygpu.memory.operand_loads`) over the GPU's FP32 issue rate --
       what orders compute-bound kernels like mm, whose traffic a good tiling has made
-      small: bigger register tiles and vector loads need fewer loads per FMA -- plus
+      small: bigger register tiles and vector loads need fewer loads per FMA -- and
+      :data:`THREAD_INSTRUCTIONS` for each thread launched, plus
       the idle time of its barriers where a block is alone on its SM
       (:func:`barrier_seconds`: what double-buffered copies halve);
 

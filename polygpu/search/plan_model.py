@@ -75,6 +75,12 @@ SINGLE_SM_BANDWIDTH_SHARE = 2.0
 # larger (fdtd-2d's 32 x 32 tile and 4 x 128 row differ by 0.3 % in the model and by
 # 13 % on the H100, the row faster)
 NEAR_TIE = 0.01
+# ... and a batch's element plans (space.element_variants) within this fraction of the
+# best win: the traffic model prices them as parametric tiles and does not see what the
+# plans they beat pay in scattered copies and bank conflicts (H200, interleaved 16 x 16
+# products: the element plan predicted 0.46 ms against 0.37, measured 0.44 against 1.10;
+# results/NVIDIA-H200/batched.md)
+ELEMENT_TIE = 0.3
 
 
 @dataclass(frozen=True)
@@ -147,6 +153,25 @@ def _shared_accumulator(c: Compiled) -> str:
     return ""
 
 
+def element_plans(prepared: Prepared, params: Mapping[str, int]) -> list[Variant]:
+    """The plans sized to a batch's elements among :func:`plan_variants`' (see
+    :data:`ELEMENT_TIE`)."""
+    from polygpu.search.space import element_variants, shapes
+
+    return [v for shape in shapes(prepared, params, CANDIDATES)
+            if _sized_to_elements(prepared.candidates[shape.candidate])
+            for v in element_variants(shape)]
+
+
+def _sized_to_elements(tr) -> bool:
+    """Whether a candidate's plans may be sized to a batch's elements: launched (no
+    host loops) and with a reference coalesced along its innermost mapped dimension.
+    Interleaved elements mapped element-outermost coalesce none: their "elements" are
+    the batch's rows, and the element plans were 2.2 ms against 0.43 for the batch
+    innermost (1.5 GB of 16 x 16 products, H200)."""
+    return tr.host is None and bool(tr.coalesced)
+
+
 def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant]:
     """The plans the default chooses among (see the module docstring), in a fixed
     order: ties keep the earlier."""
@@ -158,7 +183,7 @@ def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant
         c = shape.candidate
         # a batch of elements: staged blocks sized to them, specialized, first (the
         # traffic model prices them as the parametric tiles: measured, they are faster)
-        if prepared.candidates[c].host is None:
+        if _sized_to_elements(prepared.candidates[c]):
             found += [v for v in element_variants(shape) if v not in found]
         # many small elements: a block of groups of threads, each group one element
         # (space.fitted_threads), first: the fixed shapes below leave most threads idle
@@ -211,7 +236,7 @@ def sketch(prepared: Prepared, variant: Variant) -> Compiled:
     compiled."""
     from polygpu.codegen import staging
     from polygpu.codegen.cuda import arguments, launch_steps
-    from polygpu.codegen.launch_grid import grid_expression
+    from polygpu.codegen.launch_grid import grid_expression, launch_block
     from polygpu.codegen.program import KernelProgram, Launch
     from polygpu.memory.placement import STATIC_SHARED_BYTES, plan_memory
     from polygpu.model.isl_util import union_of_sets
@@ -233,9 +258,8 @@ def sketch(prepared: Prepared, variant: Variant) -> Compiled:
         shared = [b for b in memory.of_kernel(k.index).values() if b.space == "shared"]
         dynamic = memory.shared_bytes(k.index) > STATIC_SHARED_BYTES
         grid = [grid_expression(e, t) for e, t in zip(k.extent, k.tile, strict=True)]
-        block = list(k.threads)
         launches.append(Launch(kernel=name, grid=tuple(grid + ["1"] * (3 - len(grid))),
-                               block=tuple(block + [1] * (3 - len(block))),
+                               block=launch_block(k.threads),
                                shared_bytes=staging.dynamic_bytes(shared) if dynamic else 0))
         if scop.host:
             steps.append(launch_steps(scop, k.statements, name))
@@ -284,7 +308,7 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
             blocks=blocks[names.index(name)],
             prefetched=c.memory.prefetches(k.index),
             concurrency=conc, barriers=block_barriers(scop, k, values, c.memory) * times,
-            resident_blocks=resident))
+            resident_blocks=resident, threads=math.prod(launch.block)))
     return tuple(costs)
 
 
@@ -446,9 +470,12 @@ def choose(prepared: Prepared, params: Mapping[str, int], limits: Limits = SM_90
     ranking = [estimate(prepared, v, params, limits) for v in found]
     order = sorted(range(len(ranking)), key=lambda k: (ranking[k].seconds, k))
     # within the model's precision of the best, the earliest plan wins: the order of
-    # plan_variants carries what the model cannot see (see _shapes)
+    # plan_variants carries what the model cannot see (see _shapes); a batch's element
+    # plans within ELEMENT_TIE
     best = ranking[order[0]].seconds
-    near = [k for k in order if ranking[k].seconds <= best * (1 + NEAR_TIE)]
+    elements = set(element_plans(prepared, params)) if variants is None else set()
+    near = [k for k in order if ranking[k].seconds <= best * (1 + NEAR_TIE) or (
+        found[k] in elements and ranking[k].seconds <= best * (1 + ELEMENT_TIE))]
     if math.isfinite(best) and min(near) != order[0]:
         order.remove(min(near))
         order.insert(0, min(near))

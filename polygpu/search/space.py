@@ -441,11 +441,18 @@ def element_variants(shape: Shape) -> list[Variant]:
     # an element's loop needs no wider time tile: its buffers take the shared memory
     # of the points it holds, not of 32 (occupancy)
     time_tile = min(32, shape.time_extent) if shape.time_extent > 0 else 32
+    if 2 <= n <= MAX_MAPPED and shape.has_time_loop and \
+            extents[-1] >= 2 * ELEMENT_BLOCK_THREADS and \
+            max(extents[:-1]) <= LARGEST_ELEMENT_EXTENT:
+        return _interleaved_variants(shape, time_tile)
     if n == 1:  # a thread per element of a reduction over at most 128 points
         if shape.has_time_loop and 0 < shape.time_extent <= LARGEST_ELEMENT_EXTENT and \
                 extents[0] >= 2 * ELEMENT_BLOCK_THREADS:
+            # each staged array takes 128 x time tile words: 16 KB at most (in double a
+            # time tile of 16, not 32: 64 KB a block left 3 blocks an SM)
             return [Variant(candidate=c, tile=(ELEMENT_BLOCK_THREADS,),
-                            threads=(ELEMENT_BLOCK_THREADS,), time_tile=time_tile,
+                            threads=(ELEMENT_BLOCK_THREADS,),
+                            time_tile=min(time_tile, 128 // shape.element_bytes),
                             specialize=True)]
         return []
     if n > MAX_MAPPED or extents[-1] > LARGEST_ELEMENT_EXTENT or \
@@ -455,7 +462,9 @@ def element_variants(shape: Shape) -> list[Variant]:
     if shape.has_time_loop and n == 3:
         e, ni, nj = extents
         p = REGISTER_POINTS
-        if 2 * p <= min(ni, nj) and max(ni, nj) <= 16:
+        if max(ni, nj) < 2 * p:  # tiny elements: unstaged, the sizes constants
+            found += _tiny_variants(shape, time_tile)
+        elif 2 * p <= min(ni, nj) and max(ni, nj) <= 16:
             # several elements a block, 4 x 4 points a thread over (element, row)
             many = max(p, min(e, 2048 // (ni * nj)) // p * p)
             rows_i = -(-ni // p) * p
@@ -465,17 +474,89 @@ def element_variants(shape: Shape) -> list[Variant]:
         elif min(ni, nj) > 16 and max(ni, nj) <= 32:
             found.append(Variant(candidate=c, tile=(32, 32), threads=(8, 8), jam=True,
                                  time_tile=time_tile, specialize=True))
-        elif min(ni, nj) > 32 and shape.element_bytes == 4:
+        elif min(ni, nj) > 32 and shape.element_bytes != 4:
+            # in double, the 32 x 32 tile of 8 x 8 threads (88 % of the copy rate at
+            # n = 32, H200; mm's 64 x 64 prefetched tile is a float plan)
+            found.append(Variant(candidate=c, tile=(32, 32), threads=(8, 8), jam=True,
+                                 time_tile=min(32, time_tile), specialize=True))
+        elif min(ni, nj) > 32:
             # past 64 points a tile's k loop has several time tiles: two buffers used in
             # turn save a barrier each (H200, n = 128: 0.58 against 0.62 ms)
             found.append(Variant(candidate=c, tile=(64, 64), threads=(16, 16), jam=True,
                                  time_tile=16, unroll=4, chunk=4, prefetch=True,
                                  double_buffer=min(ni, nj) > 64, specialize=True))
+    if n == 2 and shape.has_time_loop and extents[-1] < MIN_STAGED_ELEMENT:
+        # rows of tiny elements: a thread a row, several elements a block, unstaged, the
+        # sizes constants (what halved the tiny products' time)
+        fitted = fitted_threads(extents, 256)
+        if fitted is not None:
+            found.append(Variant(candidate=c, tile=fitted, threads=fitted,
+                                 time_tile=time_tile, shared=False, specialize=True))
     rows = element_rows(extents, ELEMENT_BLOCK_THREADS)
     if rows is not None and extents[-1] >= MIN_STAGED_ELEMENT:
         found.append(Variant(candidate=c, tile=rows, threads=rows, time_tile=time_tile,
                              specialize=True))
     return found
+
+
+# a tiny element whose every array is at most one 16-byte vector is a thread's: a warp's
+# loads of one word of 32 such elements span 4 lines that its next loads reuse (H200,
+# 2 x 2 fp32 products 0.188 ms, 4.1 TB/s, against 0.234 for a thread per point; 2 x 2
+# fp64, 32 bytes, 0.319 against 0.192: tuning/results/NVIDIA-H200/batched.md)
+THREAD_ELEMENT_BYTES = 16
+
+
+def _tiny_variants(shape: Shape, time_tile: int) -> list[Variant]:
+    """A batch of elements narrower than a register tile (``shape.extents`` = element,
+    rows, columns): a thread per element where each of its arrays is a vector at most
+    (:data:`THREAD_ELEMENT_BYTES`), then a thread per point over whole elements, about
+    256 threads a block.  Unstaged (the element stays in L1: a copy with its barriers
+    cost 5x on the H100) and specialized: the element's sizes are constants, its
+    indices fold (2 x 2 products: 0.234 ms against 0.436 with the sizes arguments)."""
+    e, ni, nj = shape.extents
+    c = shape.candidate
+    found = []
+    if ni * nj * shape.element_bytes <= THREAD_ELEMENT_BYTES:
+        found.append(Variant(candidate=c, tile=(ELEMENT_BLOCK_THREADS, ni, nj),
+                             threads=(ELEMENT_BLOCK_THREADS, 1, 1), jam=True,
+                             time_tile=time_tile, shared=False, specialize=True))
+    per_block = max(1, 256 // (ni * nj))
+    found.append(Variant(candidate=c, tile=(per_block, ni, nj), threads=(per_block, ni, nj),
+                         time_tile=time_tile, shared=False, specialize=True))
+    return found
+
+
+def _interleaved_variants(shape: Shape, time_tile: int) -> list[Variant]:
+    """A batch of interleaved elements (structure of arrays: the batch is the innermost
+    mapped dimension, ``shape.extents`` = the element's rows (and columns), then the
+    elements): 128 or 32 consecutive elements a block, so every load of a warp is one
+    line, and the element's points in registers.  A matrix-vector (two mapped dims): a
+    thread per element and all its rows up to 16, else 8.  A product (three): a thread
+    per whole element up to 16 points, unstaged; up to 8 x 8, 2 x 2 threads of 4 x 4
+    points for 32 elements; up to 32, 8 x 8 points a block, a row of 8 a thread,
+    staged.  Measured on the H200 (2026-11-29, batched.md, 1.5 GB): gemv 83-104 % of
+    the copy rate at n = 2..128 (the plain shapes 0.25-4.1 ms for 768 MB), gemm 88-102 %
+    at n = 2..8 (6.0 and 97 ms at 2 and 4 for 768 MB before), 48 % at 16; beyond, the
+    plain shapes (the elements' rows are better moved first: unbuilt)."""
+    extents, c = shape.extents, shape.candidate
+    lanes = ELEMENT_BLOCK_THREADS
+    if shape.n_mapped == 2:  # all the element's rows up to 16 (H200, 1.5 GB at n = 16:
+        # 0.41 ms against 0.46 for 8), else 8 (more blocks: 0.42 against 0.62 ms for 32
+        # at n = 64)
+        rows = extents[0] if extents[0] <= 16 else 8
+        return [Variant(candidate=c, tile=(rows, lanes), threads=(1, lanes), jam=True,
+                        time_tile=time_tile, shared=False, specialize=True)]
+    ni, nj = extents[0], extents[1]
+    if ni * nj <= REGISTER_POINTS * REGISTER_POINTS:
+        return [Variant(candidate=c, tile=(ni, nj, lanes), threads=(1, 1, lanes), jam=True,
+                        time_tile=time_tile, shared=False, specialize=True)]
+    if max(ni, nj) <= 2 * REGISTER_POINTS:
+        return [Variant(candidate=c, tile=(8, 8, 32), threads=(2, 2, 32), jam=True,
+                        time_tile=time_tile, specialize=True)]
+    if max(ni, nj) <= 32:
+        return [Variant(candidate=c, tile=(8, 8, 32), threads=(1, 8, 32), jam=True,
+                        time_tile=time_tile, specialize=True)]
+    return []
 
 
 def space(prepared: Prepared, params: Mapping[str, int],
