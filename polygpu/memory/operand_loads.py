@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polygpu.memory.placement import MemoryPlan, neighbour_deltas, point_dims, unit_step
+from polygpu.model.isl_util import extent_at
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 
@@ -63,18 +64,7 @@ def _card(domain_text: str) -> isl.PwQPolynomial:
 def instance_count(scop: Scop, statement: str, params: dict[str, int]) -> int:
     """Instances of ``statement`` at ``params``: barvinok's symbolic count, evaluated
     (enumerating mm's 4096^3 points would take minutes)."""
-    domain = scop.statement(statement).domain
-    count = _card(str(domain))
-    point = isl.Set.universe(count.get_domain_space())
-    for k in range(point.dim(isl.dim_type.param)):
-        value = params.get(point.get_dim_name(isl.dim_type.param, k))
-        if value is None:
-            raise ValueError(f"no value for parameter "
-                             f"{point.get_dim_name(isl.dim_type.param, k)}")
-        point = point.fix_val(isl.dim_type.param, k, isl.Val(value))
-    if point.is_empty():
-        return 0
-    return int(count.eval(point.sample_point()).to_python())
+    return _count_at(scop.statement(statement).domain, params)
 
 
 def _thread_stride(scop: Scop, kernel: TiledKernel, statement: str, acc,
@@ -85,23 +75,12 @@ def _thread_stride(scop: Scop, kernel: TiledKernel, statement: str, acc,
     if deltas is None or deltas.is_empty() or not deltas.is_singleton():
         return 0
     point = deltas.sample_point()
-    shape = [_at(e, params) for e in scop.array(acc.array).shape]
+    shape = [extent_at(e, params) for e in scop.array(acc.array).shape]
     stride, below = 0, 1
     for d in reversed(range(len(shape))):
         stride += int(point.get_coordinate_val(isl.dim_type.set, d).to_python()) * below
         below *= max(shape[d], 1)
     return abs(stride)
-
-
-def _at(extent: isl.PwAff, params: dict[str, int]) -> int:
-    """A parametric extent at ``params`` (0 where unknown)."""
-    ctx = isl.Set.universe(extent.get_domain_space())
-    for name, v in params.items():
-        k = ctx.find_dim_by_name(isl.dim_type.param, name)
-        if k >= 0:
-            ctx = ctx.fix_val(isl.dim_type.param, k, isl.Val(v))
-    top = extent.intersect_params(ctx).max_val()
-    return 0 if top.is_nan() or not top.is_int() else int(top.to_python())
 
 
 def operand_loads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
@@ -174,18 +153,19 @@ def _scattered_stores(scop: Scop, kernel: TiledKernel, params: dict[str, int],
         for a in writes:
             part = a.relation.intersect_domain(scop.statement(a.statement).domain).range()
             written = part if written is None else written.union(part)
-        extra += _count_at(written, params) * min(SCATTERED_LOAD, 4 * stride)
+        extra += _count_at(written.coalesce(), params) * min(SCATTERED_LOAD, 4 * stride)
     return extra
 
 
 def _count_at(s: isl.Set, params: dict[str, int]) -> int:
-    """The points of ``s`` at ``params`` (barvinok's count, evaluated)."""
-    count = _card(str(s.coalesce()))
+    """The points of ``s`` at ``params``: barvinok's symbolic count, evaluated."""
+    count = _card(str(s))
     point = isl.Set.universe(count.get_domain_space())
     for k in range(point.dim(isl.dim_type.param)):
         value = params.get(point.get_dim_name(isl.dim_type.param, k))
         if value is None:
-            return 0
+            raise ValueError(f"no value for parameter "
+                             f"{point.get_dim_name(isl.dim_type.param, k)}")
         point = point.fix_val(isl.dim_type.param, k, isl.Val(value))
     if point.is_empty():
         return 0

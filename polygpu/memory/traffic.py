@@ -26,7 +26,7 @@ import islpy as isl
 
 from polygpu.memory.placement import MemoryPlan
 from polygpu.model.dependences import maps_of
-from polygpu.model.isl_util import count_points
+from polygpu.model.isl_util import count_points, extent_at
 from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.tiling import TiledKernel
 
@@ -159,24 +159,13 @@ def _sector_factor(rel: isl.Map, tiles: isl.Set, array, params: dict[str, int]) 
             return 1.0
         extent = hi.to_python() - lo.to_python() + 1
         run *= extent
-        whole = _extent_at(array.shape[d], params) if d < len(array.shape) else 0
+        whole = extent_at(array.shape[d], params) if d < len(array.shape) else 0
         if extent < whole or whole <= 0:
             break
     # only a run of one word: shorter runs of several words are what small tiles of
     # ordinary nests read (a 4 x 8 tile of a transpose), whose order the measurements
     # and the search's replays were calibrated with
     return SECTOR_BYTES / array.element_size if run == 1 else 1.0
-
-
-def _extent_at(extent: isl.PwAff, params: dict[str, int]) -> int:
-    """A parametric extent at ``params`` (0 where unknown)."""
-    ctx = isl.Set.universe(extent.get_domain_space())
-    for name, v in params.items():
-        k = ctx.find_dim_by_name(isl.dim_type.param, name)
-        if k >= 0:
-            ctx = ctx.fix_val(isl.dim_type.param, k, isl.Val(v))
-    top = extent.intersect_params(ctx).max_val()
-    return 0 if top.is_nan() or not top.is_int() else int(top.to_python())
 
 
 def estimated_traffic(scop: Scop, kernel: TiledKernel, name: str,

@@ -112,6 +112,18 @@ def max_int_val(pa: isl.PwAff) -> isl.Val:
     return pa.floor().max_val()
 
 
+def extent_at(extent: isl.PwAff, params: dict[str, int]) -> int:
+    """A parametric extent (an array dimension) at ``params``: its largest value there,
+    0 where that is unknown."""
+    ctx = isl.Set.universe(extent.get_domain_space())
+    for name, v in params.items():
+        k = ctx.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            ctx = ctx.fix_val(isl.dim_type.param, k, isl.Val(v))
+    top = extent.intersect_params(ctx).max_val()
+    return 0 if top.is_nan() or not top.is_int() else int(top.to_python())
+
+
 def count_points(s: isl.Set) -> int:
     """The integer points of ``s``, whose parameters are fixed (one value each), exactly.
     Counted symbolically with barvinok (``card``): isl's ``count_val`` scans the points,

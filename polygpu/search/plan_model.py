@@ -167,7 +167,7 @@ def _sized_to_elements(tr) -> bool:
     """Whether a candidate's plans may be sized to a batch's elements: launched (no
     host loops) and with a reference coalesced along its innermost mapped dimension.
     Interleaved elements mapped element-outermost coalesce none: their "elements" are
-    the batch's rows, and the element plans were 2.2 ms against 0.43 for the batch
+    the batch's rows, and the element plans took 2.15 ms against 0.79 for the batch
     innermost (1.5 GB of 16 x 16 products, H200)."""
     return tr.host is None and bool(tr.coalesced)
 

@@ -434,8 +434,11 @@ def element_variants(shape: Shape) -> list[Variant]:
     copies beyond (4-byte elements only: see ``plan_model._shapes``; double-buffered
     past 64); then a thread per row of a few whole elements from 16 points (gemv).
     Measured on the H200 (2026-11-29, batched.md): gemm 9.9x torch.bmm at n = 8, 0.82x
-    at 128; dot and gemv 84-99 % of the copy rate at n = 16..128.  Empty where the
-    innermost extent is longer than 128 points or there are fewer than 256 elements."""
+    at 128; dot and gemv 84-99 % of the copy rate at n = 16..128.  Products narrower
+    than a register tile and rows of tiny elements unstaged (:func:`_tiny_variants`);
+    interleaved elements, the batch innermost, by :func:`_interleaved_variants`.  Empty
+    where the innermost extent is longer than 128 points (and not such a batch) or
+    there are fewer than 256 elements."""
     extents, n = shape.extents, shape.n_mapped
     c = shape.candidate
     # an element's loop needs no wider time tile: its buffers take the shared memory
