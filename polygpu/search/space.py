@@ -537,7 +537,7 @@ def _interleaved_variants(shape: Shape, time_tile: int) -> list[Variant]:
     thread per element and all its rows up to 16, else 8.  A product (three): a thread
     per whole element up to 16 points, unstaged; up to 8 x 8, 2 x 2 threads of 4 x 4
     points for 32 elements; up to 32, 8 x 8 points a block, a row of 8 a thread,
-    staged.  Measured on the H200 (2026-11-29, batched.md, 1.5 GB): gemv 83-104 % of
+    staged.  Measured on the H200 (2026-11-29, batched.md, 1.5 GB): gemv 86-104 % of
     the copy rate at n = 2..128 (the plain shapes 0.25-4.1 ms for 768 MB), gemm 88-102 %
     at n = 2..8 (6.0 and 97 ms at 2 and 4 for 768 MB before), 48 % at 16; beyond, the
     plain shapes (the elements' rows are better moved first: unbuilt)."""
