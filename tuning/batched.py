@@ -106,29 +106,36 @@ def layout(op: str) -> tuple[str, str]:
     return base, "SoA" if soa else "AoS"
 
 
+def _torch_calls(torch, op: str, n: int, count: int, dtype: str):
+    """``count`` elements of ``op``'s inputs on the device (cholesky: S + 2n I, lower
+    triangle of S in [0.5, 1.5)) and two calls on them: the batched routine over all,
+    and the single call on element ``e``.  torch's batched routines take AoS only, so an
+    SoA op's peer is timed on its own layout (a transposition to it would add 2 copies)."""
+    t = getattr(torch, dtype)
+    base = layout(op)[0]
+    if base == "cholesky":
+        s = torch.rand(count, n, n, dtype=t, device="cuda") + 0.5
+        s = torch.tril(s) + torch.tril(s, -1).transpose(1, 2) \
+            + 2 * n * torch.eye(n, dtype=t, device="cuda")
+        b = torch.rand(count, n, 1, dtype=t, device="cuda")
+        return (lambda: torch.cholesky_solve(b, torch.linalg.cholesky(s)),
+                lambda e: torch.cholesky_solve(b[e], torch.linalg.cholesky(s[e])))
+    if base == "dot":
+        x = torch.rand(count, n, dtype=t, device="cuda")
+        y = torch.rand(count, n, dtype=t, device="cuda")
+        return lambda: (x * y).sum(-1), lambda e: (x[e] * y[e]).sum()
+    a = torch.rand(count, n, n, dtype=t, device="cuda")
+    b = torch.rand(count, n, n if base == "gemm" else 1, dtype=t, device="cuda")
+    return lambda: torch.bmm(a, b), lambda e: torch.matmul(a[e], b[e])
+
+
 def time_torch(op: str, n: int, nb: int, dtype: str) -> float | None:
     torch = _torch()
     if torch is None:
         return None
-    t = getattr(torch, dtype)
     torch.backends.cuda.matmul.allow_tf32 = False
-    if op.startswith("cholesky"):  # the same system: S + 2n I, lower triangle of a in
-        # [0.5, 1.5); the SoA op's peer too: torch's batched routines take AoS only, so
-        # torch is timed on its own layout (a transposition to it would add 2 copies)
-        s = torch.rand(nb, n, n, dtype=t, device="cuda") + 0.5
-        s = torch.tril(s) + torch.tril(s, -1).transpose(1, 2) \
-            + 2 * n * torch.eye(n, dtype=t, device="cuda")
-        b = torch.rand(nb, n, 1, dtype=t, device="cuda")
-        return _median_ms(torch, lambda: torch.cholesky_solve(b, torch.linalg.cholesky(s)),
-                          **TORCH_TIMING)
-    op = layout(op)[0]  # torch's batched routines take AoS only: timed on their layout
-    if op == "dot":
-        x = torch.rand(nb, n, dtype=t, device="cuda")
-        y = torch.rand(nb, n, dtype=t, device="cuda")
-        return _median_ms(torch, lambda: (x * y).sum(-1), **TORCH_TIMING)
-    a = torch.rand(nb, n, n, dtype=t, device="cuda")
-    b = torch.rand(nb, n, n if op == "gemm" else 1, dtype=t, device="cuda")
-    return _median_ms(torch, lambda: torch.bmm(a, b), **TORCH_TIMING)
+    batched, _ = _torch_calls(torch, op, n, nb, dtype)
+    return _median_ms(torch, batched, **TORCH_TIMING)
 
 
 LOOP_CALLS = 1000  # single calls timed for the loop peer, scaled to the batch
@@ -142,32 +149,12 @@ def time_torch_loop(op: str, n: int, nb: int, dtype: str) -> float | None:
     torch = _torch()
     if torch is None:
         return None
-    t = getattr(torch, dtype)
     calls = min(nb, LOOP_CALLS)
-    base = layout(op)[0]
-    if base == "cholesky":
-        s = torch.rand(calls, n, n, dtype=t, device="cuda") + 0.5
-        s = torch.tril(s) + torch.tril(s, -1).transpose(1, 2) \
-            + 2 * n * torch.eye(n, dtype=t, device="cuda")
-        b = torch.rand(calls, n, 1, dtype=t, device="cuda")
+    _, single = _torch_calls(torch, op, n, calls, dtype)
 
-        def run():
-            for e in range(calls):
-                torch.cholesky_solve(b[e], torch.linalg.cholesky(s[e]))
-    elif base == "dot":
-        x = torch.rand(calls, n, dtype=t, device="cuda")
-        y = torch.rand(calls, n, dtype=t, device="cuda")
-
-        def run():
-            for e in range(calls):
-                (x[e] * y[e]).sum()
-    else:
-        a = torch.rand(calls, n, n, dtype=t, device="cuda")
-        b = torch.rand(calls, n, n if base == "gemm" else 1, dtype=t, device="cuda")
-
-        def run():
-            for e in range(calls):
-                torch.matmul(a[e], b[e])
+    def run():
+        for e in range(calls):
+            single(e)
     return _median_ms(torch, run, repeats=3, warmup=1) * nb / calls
 
 

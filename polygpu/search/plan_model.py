@@ -153,16 +153,6 @@ def _shared_accumulator(c: Compiled) -> str:
     return ""
 
 
-def element_plans(prepared: Prepared, params: Mapping[str, int]) -> list[Variant]:
-    """The plans sized to a batch's elements among :func:`plan_variants`' (see
-    :data:`ELEMENT_TIE`)."""
-    from polygpu.search.space import element_variants, shapes
-
-    return [v for shape in shapes(prepared, params, CANDIDATES)
-            if _sized_to_elements(prepared.candidates[shape.candidate])
-            for v in element_variants(shape)]
-
-
 def _sized_to_elements(tr) -> bool:
     """Whether a candidate's plans may be sized to a batch's elements: launched (no
     host loops) and with a reference coalesced along its innermost mapped dimension.
@@ -175,16 +165,25 @@ def _sized_to_elements(tr) -> bool:
 def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant]:
     """The plans the default chooses among (see the module docstring), in a fixed
     order: ties keep the earlier."""
+    return _plans(prepared, params)[0]
+
+
+def _plans(prepared: Prepared, params: Mapping[str, int]
+           ) -> tuple[list[Variant], frozenset[Variant]]:
+    """:func:`plan_variants`, and those of them sized to a batch's elements (see
+    :data:`ELEMENT_TIE`)."""
     from polygpu.search.space import element_variants, fitted_threads, group_variants, shapes
 
-    found = []
+    found, elements = [], set()
     double = any(a.dtype == "float64" for a in prepared.analysis.scop.arrays)
     for shape in shapes(prepared, params, CANDIDATES):
         c = shape.candidate
         # a batch of elements: staged blocks sized to them, specialized, first (the
         # traffic model prices them as the parametric tiles: measured, they are faster)
         if _sized_to_elements(prepared.candidates[c]):
-            found += [v for v in element_variants(shape) if v not in found]
+            sized = element_variants(shape)
+            elements.update(sized)
+            found += [v for v in sized if v not in found]
         # many small elements: a block of groups of threads, each group one element
         # (space.fitted_threads), first: the fixed shapes below leave most threads idle
         # (the smallest block in which the outermost mapped dimension holds 2 at least)
@@ -213,7 +212,7 @@ def plan_variants(prepared: Prepared, params: Mapping[str, int]) -> list[Variant
                 found += [replace(v, device_steps=True, resident=True, specialize=True)
                           for v in found if v.candidate == c]
                 found += group_variants(c, shape.extents, shape.n_mapped)
-    return found
+    return found, frozenset(elements)
 
 
 def _registers(variant: Variant, double: bool) -> int:
@@ -466,14 +465,14 @@ def choose(prepared: Prepared, params: Mapping[str, int], limits: Limits = SM_90
            variants: Sequence[Variant] | None = None) -> PlanChoice:
     """The model's top plan at ``params`` among ``variants`` (default:
     :func:`plan_variants`); ties keep the earlier plan."""
-    found = list(variants) if variants is not None else plan_variants(prepared, params)
+    found, elements = (list(variants), frozenset()) if variants is not None else \
+        _plans(prepared, params)
     ranking = [estimate(prepared, v, params, limits) for v in found]
     order = sorted(range(len(ranking)), key=lambda k: (ranking[k].seconds, k))
     # within the model's precision of the best, the earliest plan wins: the order of
     # plan_variants carries what the model cannot see (see _shapes); a batch's element
     # plans within ELEMENT_TIE
     best = ranking[order[0]].seconds
-    elements = set(element_plans(prepared, params)) if variants is None else set()
     near = [k for k in order if ranking[k].seconds <= best * (1 + NEAR_TIE) or (
         found[k] in elements and ranking[k].seconds <= best * (1 + ELEMENT_TIE))]
     if math.isfinite(best) and min(near) != order[0]:
