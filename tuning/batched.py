@@ -178,13 +178,21 @@ def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
         row["ranking"] = [{"variant": r.variant.to_json(), "predicted_ms": r.seconds * 1e3,
                            "detail": r.detail} for r in choice.ranking]
         seen = {canonical(choice.variant.to_json())}
+        taken: dict[int, int] = {choice.variant.candidate: 1}
         for k, r in enumerate(choice.ranking):
             if r.seconds != float("inf") and canonical(r.variant.to_json()) not in seen:
+                c = r.variant.candidate
+                if args.per_candidate is not None and taken.get(c, 0) >= args.per_candidate:
+                    continue
+                taken[c] = taken.get(c, 0) + 1
                 seen.add(canonical(r.variant.to_json()))
                 plans.append((f"plan{k}", r.variant))
     for key, variant in plans:
         entry = {"variant": variant.to_json()}
         entry["check"] = checked(spec, function, defines, variant, device, check)
+        if args.check_full and key == "default" and entry["check"]["ok"]:
+            # the default again at the very sizes timed (the "at full size")
+            entry["check_full"] = checked(spec, function, defines, variant, device, sizes)
         if entry["check"]["ok"]:
             program = compile_variant(prepared, variant, sizes).program
             entry["ms"] = time_program(device, program, sizes, args.repeats)
@@ -238,6 +246,11 @@ def markdown(data: dict) -> str:
             if not r[key]["check"]["ok"]:
                 lines += ["", f"- {r['op']} {key} n = {r['n']} {r['dtype']}: "
                               f"{r[key]['check']['message']}"]
+    full = [f"- {r['op']} {r['dtype']} n = {r['n']}, nb = {r['nb']}: "
+            f"{r['default']['check_full']['message']}"
+            for r in data["rows"] if "check_full" in r.get("default", {})]
+    if full:
+        lines += ["", "The default plan checked at the timed sizes:", ""] + full
     return "\n".join(lines) + "\n"
 
 
@@ -396,6 +409,11 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--mappings", action="store_true",
                    help="also check and time every plan the default ranked")
+    p.add_argument("--check-full", action="store_true",
+                   help="also check the default plan at the timed sizes (after nb = 37)")
+    p.add_argument("--per-candidate", type=int, metavar="K",
+                   help="with --mappings: only each scheduler candidate's K best-ranked "
+                   "plans")
     p.add_argument("--also", metavar="JSON",
                    help="a file of further variants to check and time beside the default: "
                    'a list of {"variant": {...}} with optional "op", "n" (a list) and '

@@ -17,7 +17,7 @@ import cgen
 import islpy as isl
 
 from polygpu import __version__
-from polygpu.codegen import full_tiles, staging
+from polygpu.codegen import accumulator, full_tiles, staging
 from polygpu.codegen.expressions import (
     FAST_MATH_PRELUDE,
     INDEX64,
@@ -48,7 +48,12 @@ from polygpu.codegen.thread_ast import (
     thread_context,
 )
 from polygpu.frontend import ir
-from polygpu.memory.placement import MAX_SHARED_BYTES, STATIC_SHARED_BYTES, MemoryPlan
+from polygpu.memory.placement import (
+    MAX_SHARED_BYTES,
+    REGISTER_SUFFIX,
+    STATIC_SHARED_BYTES,
+    MemoryPlan,
+)
 from polygpu.memory.residence import Residence
 from polygpu.model import atomic
 from polygpu.model.isl_util import union_of_sets
@@ -67,8 +72,13 @@ class Emitter:
                  constants: frozenset[str] = frozenset(), user=None,
                  atomic: dict[str, str] | None = None, index64: bool = False,
                  ref_buffers: dict[tuple[str, int], BufferView] | None = None,
-                 unrolled: frozenset[str] = frozenset()):
+                 unrolled: frozenset[str] = frozenset(), lanes: int = 0, mask: str = ""):
         self.scop = scop
+        # a one-thread kernel run by ``lanes`` lanes of a warp (``mask``; lane _TID):
+        # its sums split over the lanes, everything else done by lane 0
+        # (codegen/accumulator.py)
+        self.lanes = lanes
+        self.mask = mask
         # loops nvcc unrolls completely (register tiles left as loops: thread_ast)
         self.unrolled = unrolled
         self.index64 = index64
@@ -96,6 +106,9 @@ class Emitter:
             return out
         if t == isl.ast_node_type.for_:
             it = n.for_get_iterator().get_id().get_name()
+            accumulating = self._accumulating(n, it)
+            if accumulating is not None:
+                return accumulating
             body = self.node(n.for_get_body())
             loop = cgen.For(f"{self.itype} {it} = {self._c(n.for_get_init())}",
                             self._c(n.for_get_cond()),
@@ -141,11 +154,66 @@ class Emitter:
                 n.if_has_else_node() and self._contains_for(n.if_get_else_node()))
         return False
 
-    def statement(self, call: isl.AstExpr):
+    def _accumulating(self, n: isl.AstNode, it: str) -> list | None:
+        """The loop ``n`` over ``it`` with its reduction's running value in a register
+        (:mod:`polygpu.codegen.accumulator`), or None where it is not such a loop."""
+        body = n.for_get_body()
+        if body.get_type() != isl.ast_node_type.user or it in self.unrolled:
+            return None
+        call = body.user_get_expr()
         name = call.get_op_arg(0).get_id().get_name()
-        if name not in self.statements:
-            args = [self._c(call.get_op_arg(k + 1)) for k in range(call.get_op_n_arg() - 1)]
-            return cgen.Block(self.user(name, args))
+        if name not in self.statements or name in self.atomic:
+            return None
+        stmt, printer, dtype = self._printer(call)
+        target = printer.ref(stmt.body.target)
+        if target.split("[")[0].endswith(REGISTER_SUFFIX) or \
+                not accumulator.accumulated(stmt, target, it):
+            return None  # (a register buffer's element is a register already)
+        if self.lanes:
+            return self._split(n, it, stmt, printer, dtype, target)
+        update = printer.assign(accumulator.with_accumulator(stmt.body))[:-1]
+        cond = self._c(n.for_get_cond())
+        loop = cgen.For("", cond, f"{it} += {self._c(n.for_get_inc())}",
+                        cgen.Block([cgen.Statement(update)]))
+        # unrolled, the loads of several iterations are in flight at once (the loop
+        # stores nothing now, so nothing orders them)
+        pragma = [cgen.Pragma(f"unroll {max(self.unroll, accumulator.UNROLL)}")]
+        return [cgen.Block([
+            cgen.Statement(f"{self.itype} {it} = {self._c(n.for_get_init())}"),
+            cgen.If(cond, cgen.Block([
+                cgen.Statement(f"{_c_type(dtype)} {accumulator.NAME} = {target}"),
+                *pragma, loop,
+                cgen.Statement(f"{target} = {accumulator.NAME}")]))])]
+
+    def _split(self, n: isl.AstNode, it: str, stmt, printer: Printer, dtype: str,
+               target: str) -> list | None:
+        """The sum of the loop ``n`` split over :attr:`lanes` lanes, combined by a
+        butterfly of shuffles and added to its target by lane 0; None where the update
+        is not a sum (it then runs on lane 0 as written)."""
+        found = atomic.sum_update(stmt.body)
+        if found is None:
+            return None
+        term, sign = found
+        ctype, acc, inc = _c_type(dtype), accumulator.NAME, self._c(n.for_get_inc())
+        cond = self._c(n.for_get_cond())
+        loop = cgen.For(f"{it} += {_TID} * ({inc})", cond,
+                        f"{it} += {self.lanes} * ({inc})",
+                        cgen.Block([cgen.Statement(f"{acc} += {printer.value(term)}")]))
+        combine = cgen.For(f"int pg_o = {self.lanes // 2}", "pg_o > 0", "pg_o >>= 1",
+                           cgen.Statement(f"{acc} += __shfl_xor_sync({self.mask}, {acc}, "
+                                          f"pg_o, {self.lanes})"))
+        add = cgen.If(f"{_TID} == 0", cgen.Statement(
+            f"{target} {'+=' if sign > 0 else '-='} {acc}"))
+        return [cgen.Block([
+            cgen.Statement(f"{self.itype} {it} = {self._c(n.for_get_init())}"),
+            cgen.If(cond, cgen.Block([
+                cgen.Statement(f"__syncwarp({self.mask})"),  # lane 0's writes, seen
+                cgen.Statement(f"{ctype} {acc} = 0"), loop,
+                cgen.Pragma("unroll"), combine, add]))])]
+
+    def _printer(self, call: isl.AstExpr):
+        """``call``'s statement, the printer of its references, its target's type."""
+        name = call.get_op_arg(0).get_id().get_name()
         stmt = self.scop.statement(name)
         args = [self._c(call.get_op_arg(k + 1)) for k in range(len(stmt.iterators))]
         subst = {it: f"({a})" if not a.isidentifier() else a
@@ -162,10 +230,23 @@ class Emitter:
         printer = Printer(self.shapes, self.temporaries, subst,
                           dtype if dtype.startswith("float") else "float64",
                           views, self.constants, self.index64, by_reference)
+        return stmt, printer, dtype
+
+    def statement(self, call: isl.AstExpr):
+        name = call.get_op_arg(0).get_id().get_name()
+        if name not in self.statements:
+            args = [self._c(call.get_op_arg(k + 1)) for k in range(call.get_op_n_arg() - 1)]
+            return cgen.Block(self.user(name, args))
+        stmt, printer, dtype = self._printer(call)
+        target = stmt.body.target
+        views = {array: view for array, (view, users) in self.buffers.items()
+                 if name in users}
         if name in self.atomic and target.array not in views:
             text = printer.atomic_add(stmt.body, atomic.operand(stmt.body), _c_type(dtype),
                                       self.atomic[name])
             return cgen.Statement(text[:-1])
+        if self.lanes:
+            return cgen.If(f"{_TID} == 0", cgen.Statement(printer.assign(stmt.body)[:-1]))
         return cgen.Statement(printer.assign(stmt.body)[:-1])
 
 
@@ -383,9 +464,18 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         # split: the register buffers are the halves' own (declared in their functions)
         body += staging.declarations([b for b in buffers if halves is None
                                       or b.space == "shared"], dynamic)
+        threads = kernel.n_threads  # those running the kernel (device steps)
         if halves is None:
-            body += _work(scop, kernel, buffers, views, ref_views, constants, printer,
-                          index64)
+            work = _work(scop, kernel, buffers, views, ref_views, constants, printer,
+                         index64)
+            if device_steps and kernel.n_threads == 1 and not buffers:
+                # a one-thread step (a substitution): its sums over a warp's lanes
+                lanes, mask = _lanes(block_threads // elements, elements)
+                shared = _work(scop, kernel, buffers, views, ref_views, constants,
+                               printer, index64, lanes, mask) if lanes > 1 else []
+                if "__shfl_xor_sync" in str(cgen.Block(shared)):
+                    work, threads = shared, lanes
+            body += work
         else:
             parts.append(f"// kernel {kernel.index}: whole tiles without guards where "
                          f"{halves.condition}, partial tiles apart")
@@ -401,7 +491,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             body = _folded_loop(kernel, grid, body, values)
         if device_steps:
             bodies.append(_block_loops(kernel, grid, body, itype,
-                                       block_threads // elements, barrier))
+                                       block_threads // elements, barrier, threads))
             continue
         decl = cgen.FunctionDeclaration(
             cgen.Value("__global__ void", f"__launch_bounds__({kernel.n_threads}) {name}"),
@@ -487,9 +577,10 @@ def _half_function(scop: Scop, kernel: TiledKernel, name: str, args, buffers, it
 
 
 def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
-          printer: Printer, index64: bool) -> list:
+          printer: Printer, index64: bool, lanes: int = 0, mask: str = "") -> list:
     """One thread's work in ``kernel`` (for the blocks its ``blocks`` names): register
-    copy-ins, the loops (staged or not), register copy-outs."""
+    copy-ins, the loops (staged or not), register copy-outs.  ``lanes``: a one-thread
+    kernel's work shared by that many lanes (:class:`Emitter`)."""
     registers = [b for b in buffers if b.space == "register"]
     body = []
     for b in registers:
@@ -499,7 +590,7 @@ def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
     def emitter(user):
         return Emitter(scop, kernel.unroll, views, constants, user,
                        {s: staging.atomic_function(kernel, [s]) for s in kernel.atomic},
-                       index64, ref_views, register_loops(kernel))
+                       index64, ref_views, register_loops(kernel), lanes, mask)
 
     if any(b.space == "shared" for b in buffers):
         body += staging.staged_body(scop, kernel, buffers, emitter, printer)
@@ -618,18 +709,31 @@ _MASK = "pg_mask"  # the lanes of this thread's element group (__syncwarp's mask
 _GROUP = "pg_group"  # which of the block's elements this thread works on
 
 
+def _lanes(threads: int, elements: int) -> tuple[int, str]:
+    """The lanes that share a one-thread step of an element run by ``threads`` threads
+    (a power of two, a warp at most), and their ``__syncwarp`` mask: the element's
+    group's (``elements`` per block), else the block's first lanes."""
+    lanes = 1 << (min(32, threads).bit_length() - 1)
+    if elements > 1:
+        return lanes, _MASK
+    return lanes, "0xffffffffu" if lanes == 32 else f"{hex((1 << lanes) - 1)}u"
+
+
 def _block_loops(kernel: TiledKernel, grid: list[str], body: list, itype: str,
-                 block_threads: int, barrier: str = "__syncthreads()") -> list:
+                 block_threads: int, barrier: str = "__syncthreads()",
+                 threads: int | None = None) -> list:
     """``body`` run for every block of the kernel's grid in turn, by the threads the
-    kernel uses (all when it uses the whole block), then a barrier for all."""
+    kernel uses (``threads``, default its own; all when it uses the whole block), then a
+    barrier for all."""
+    threads = kernel.n_threads if threads is None else threads
     inner = cgen.Block(body)
     for k in reversed(range(len(kernel.block_names))):
         b = kernel.block_names[k]
         inner = cgen.For(f"{itype} {b} = 0", f"{b} < {device_expression(grid[k])}",
                          f"{b}++", inner)
     inner = [inner]
-    if kernel.n_threads < block_threads:
-        inner = [cgen.If(f"{_TID} < {kernel.n_threads}", cgen.Block(inner))]
+    if threads < block_threads:
+        inner = [cgen.If(f"{_TID} < {threads}", cgen.Block(inner))]
     return inner + [cgen.Statement(barrier)]
 
 

@@ -66,6 +66,7 @@ MAX_REGISTERS = 128  # elements of one register buffer per thread (8 x 16 floats
 CONSTANT_BYTES = 64 * 1024
 STATIC_SHARED_BYTES = 48 * 1024  # larger needs dynamic shared memory (opt-in)
 MAX_SHARED_BYTES = 227 * 1024  # sm_90's opt-in maximum per block
+REGISTER_SUFFIX = "_reg"  # a register buffer's C name: the array's and this
 MAX_PREFETCH = 32  # prefetch registers per thread, over all buffers of a kernel
 
 
@@ -558,7 +559,7 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                         if writes is not None and dead_after(an, tr, kernel, array.name):
                             writes = None
                     buffers.append(Buffer(kernel.index, array.name, "register",
-                                          f"{array.name}_reg", array.dtype, 0, box, 0,
+                                          array.name + REGISTER_SUFFIX, array.dtype, 0, box, 0,
                                           reads, writes,
                                           statements=frozenset(kernel.statements),
                                           atomic=atomic))

@@ -70,7 +70,7 @@ def same_reference(a: ir.Expr, b: ir.Expr) -> bool:
     return False
 
 
-def _reduction_op(stmt: Statement) -> str | None:
+def reduction_op(stmt: Statement) -> str | None:
     """The associative operator of ``stmt`` if it has the shape of a reduction update."""
     body = stmt.body
     if body.op in ("+=", "-="):
@@ -95,10 +95,26 @@ def _reduction_op(stmt: Statement) -> str | None:
     return None
 
 
+def accumulates(stmt: Statement) -> bool:
+    """Whether ``stmt`` reads its target element exactly once (its running value) and
+    its other reads of the target array -- a substitution's ``b[j]`` in
+    ``b[i] -= a[i][j] * b[j]`` -- provably never touch the instance's own target.
+    Weaker than a reduction (:func:`find_reductions` wants no other read of the array):
+    enough to keep the running value in a register across a loop that leaves the
+    target in place (``codegen/accumulator.py``), where the order stays the original."""
+    write = stmt.writes[0]
+    same_array_reads = [a for a in stmt.reads if a.array == write.array]
+    own = [a for a in same_array_reads if a.relation.is_equal(write.relation)]
+    if len(own) != 1:
+        return False
+    return all(a is own[0] or a.relation.intersect(write.relation).is_empty()
+               for a in same_array_reads)
+
+
 def find_reductions(scop: Scop, deps: Dependences) -> tuple[Reduction, ...]:
     result = []
     for stmt in scop.statements:
-        op = _reduction_op(stmt)
+        op = reduction_op(stmt)
         if op is None:
             continue
         write = stmt.writes[0]

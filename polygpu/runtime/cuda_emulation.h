@@ -122,6 +122,37 @@ static inline void __syncwarp(unsigned mask = 0xffffffffu) {
     }
     b->arrive_and_wait();
 }
+// __shfl_xor_sync(mask, v, lane_mask, width): the value of lane (lane ^ lane_mask) within
+// the caller's segment of `width` lanes, through one slot per lane of the warp's exchange
+// (one per (first thread, mask), like the barriers above): write, barrier, read, barrier.
+namespace polygpu_emu {
+struct WarpExchange {
+    alignas(16) unsigned char slot[32][16];
+};
+static std::map<std::pair<unsigned, unsigned>, std::unique_ptr<WarpExchange>> warp_exchanges;
+}  // namespace polygpu_emu
+template <class T>
+static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    static_assert(sizeof(T) <= 16, "polygpu emulator: shuffle of a wide type");
+    unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned lane = t % 32;
+    polygpu_emu::WarpExchange *x;
+    {
+        std::lock_guard<std::mutex> lock(polygpu_emu::warp_barriers_mutex);
+        auto &slot = polygpu_emu::warp_exchanges[{t - lane + unsigned(__builtin_ctz(mask)), mask}];
+        if (!slot)
+            slot = std::make_unique<polygpu_emu::WarpExchange>();
+        x = slot.get();
+    }
+    memcpy(x->slot[lane], &v, sizeof(T));
+    __syncwarp(mask);
+    unsigned segment = lane & ~unsigned(width - 1);
+    unsigned source = segment | ((lane ^ unsigned(lane_mask)) & unsigned(width - 1));
+    T out;
+    memcpy(&out, x->slot[source], sizeof(T));
+    __syncwarp(mask);
+    return out;
+}
 static inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 

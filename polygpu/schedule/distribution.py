@@ -40,7 +40,7 @@ from polygpu.schedule import algorithm1
 from polygpu.schedule.adjacency import transformation
 from polygpu.schedule.isl_fallback import isl_transformation
 from polygpu.schedule.legality import insert_constants, transformation_schedule, violations
-from polygpu.schedule.ranking import proven, rank_key
+from polygpu.schedule.ranking import proven, rank_key, space_dims
 from polygpu.schedule.transformation import KernelSchedule, Transformation
 
 
@@ -116,7 +116,11 @@ def _group_options(sub: Analysis) -> list[Transformation]:
     original = algorithm1.original(sub)
     if original is not None:
         proposed.append(original)
-    found = [tr for tr in proposed if proven(sub, tr)]
+    # one without any space dimension is no better than the one-thread original order
+    # (isl may reorder it: a forward substitution by columns, whose inner loop then
+    # updates a different element each time, where the rows keep one running value in
+    # a register -- codegen/accumulator.py)
+    found = [tr for tr in proposed if space_dims(tr) and proven(sub, tr)]
     found.sort(key=lambda tr: rank_key(sub, tr))
     return found + [algorithm1.sequential(sub)]
 

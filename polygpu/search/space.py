@@ -380,7 +380,12 @@ def variants(shape: Shape, options: SpaceOptions) -> list[Variant]:
 
 
 DEVICE_STEP_VARIANTS = 4
-GROUP_BLOCK_THREADS = 256  # a batch's block of groups of threads, one element each
+# a batch's block of groups of threads, one element each: 4 elements.  Where an element
+# is large, fewer a block leave less shared memory idle (per-element Cholesky at n = 64,
+# 16.9 kB resident each: 12 resident an SM instead of 8, 5.26 ms against 7.45); where
+# it is small, the threads an SM holds bound the elements either way (n = 8..32: within
+# 2 %; H200, 1.5 GB, tuning/results/NVIDIA-H200/batched.md)
+GROUP_BLOCK_THREADS = 128
 
 
 def group_variants(candidate: int, extents: Sequence[int], n_mapped: int,
