@@ -238,10 +238,8 @@ class Emitter:
             args = [self._c(call.get_op_arg(k + 1)) for k in range(call.get_op_n_arg() - 1)]
             return cgen.Block(self.user(name, args))
         stmt, printer, dtype = self._printer(call)
-        target = stmt.body.target
-        views = {array: view for array, (view, users) in self.buffers.items()
-                 if name in users}
-        if name in self.atomic and target.array not in views:
+        # (the printer's buffers: the views of this statement's arrays)
+        if name in self.atomic and stmt.body.target.array not in printer.buffers:
             text = printer.atomic_add(stmt.body, atomic.operand(stmt.body), _c_type(dtype),
                                       self.atomic[name])
             return cgen.Statement(text[:-1])
