@@ -56,6 +56,9 @@ def compile_json(c: Compiled, params: dict[str, int]) -> dict[str, Any]:
         # reads that see only entry values, redirected to a copy taken first (or
         # refused, why), kept only where the scheduler then finds more parallel loops
         "snapshot": c.snapshot.to_json() if c.snapshot is not None else [],
+        # a relayout variant: the interleaved arrays relaid element-outermost, and the
+        # transposing copies in and out (transform/layout.py); null for another
+        "relayout": c.relayout.to_json() if c.relayout is not None else None,
         # host loops: the kernels take these integer arguments last and run at every
         # step of `host_steps` (isl set per kernel name), steps in lexicographic order
         "host": {
@@ -101,7 +104,7 @@ def _kernel_json(c: Compiled, kernel) -> dict[str, Any]:
         "statements": list(kernel.statements),
         **({"grid": list(launch.grid), "block": list(launch.block)} if launch else
            {"threads": list(kernel.threads), "runs_in": c.program.launches[0].kernel}),
-        "variant": c.variant.for_kernel(kernel.index).to_json(),
+        "variant": c.built.for_kernel(kernel.index).to_json(),
         "schedule": str(kernel.schedule),
     }
 

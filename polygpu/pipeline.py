@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import islpy as isl
 
@@ -28,11 +28,13 @@ from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.candidates import candidates
 from polygpu.schedule.legality import ExecutionSchedule, prove_legal, transformation_schedule
 from polygpu.schedule.ranking import space_dims
+from polygpu.schedule.relayout import between_copies, relaid_variant
 from polygpu.schedule.tiling import TiledKernel, tile
 from polygpu.schedule.transformation import Transformation
 from polygpu.schedule.variant import MAX_THREADS, Variant
 from polygpu.transform.expand import Expansion, expand_temporaries
 from polygpu.transform.expand import Refusal as ExpandRefusal
+from polygpu.transform.layout import Relayout, relayout_batch
 from polygpu.transform.snapshot import Snapshot, snapshot_inputs
 from polygpu.transform.split import Refusal, Splitting, split_statements
 
@@ -59,10 +61,20 @@ class Compiled:
     snapshot: Snapshot | None = None  # entry reads redirected (transform/snapshot.py)
     # a resident variant's buffers for the block's life (memory/residence.py)
     residence: Residence | None = None
+    # a relayout variant's relaid arrays and their transposes (transform/layout.py)
+    relayout: Relayout | None = None
+    # the variant the kernels were built with where it differs from ``variant`` (a
+    # relayout's: the copy kernels' plans added, schedule/relayout.py), else None
+    built_variant: Variant | None = None
 
     def __post_init__(self):
         if self.source_scop is None:
             object.__setattr__(self, "source_scop", self.analysis.scop)
+
+    @property
+    def built(self) -> Variant:
+        """The variant each kernel was tiled and placed with (``for_kernel``)."""
+        return self.built_variant or self.variant
 
     @property
     def placement(self) -> tuple[Placement, ...]:
@@ -165,10 +177,77 @@ class Prepared:
     expansion: Expansion | None = None
     splitting: Splitting | None = None
     snapshot: Snapshot | None = None
+    relayout: Relayout | None = None  # set on the relaid twin (see ``relaid``)
 
     def __post_init__(self):
         if self.source_scop is None:
             object.__setattr__(self, "source_scop", self.analysis.scop)
+
+    @cached_property
+    def relaid(self) -> Prepared | None:
+        """The region with its interleaved arrays relaid (transform/layout.py), its
+        candidates the body's launched ones between the transposes
+        (schedule/relayout.py), or None where nothing is interleaved: what a
+        ``relayout`` variant compiles.  Built on first use: only a batch's search asks."""
+        return self._relaid[0]
+
+    @cached_property
+    def relaid_body(self) -> Prepared | None:
+        """The relaid region's own statements (the element-outermost nest), with the
+        candidates of :attr:`relaid` in the same order: what a relayout variant's
+        fields are chosen for (``search/space.py``)."""
+        return self._relaid[1]
+
+    @cached_property
+    def _relaid(self) -> tuple[Prepared | None, Prepared | None]:
+        if self.relayout is not None:
+            return None, None
+        try:
+            relayout = relayout_batch(self.analysis)
+            if not relayout.relaid:
+                return None, None
+            copies = {c for r in relayout.relaid for c in (r.copy_in, r.copy_out) if c}
+            scop = relayout.scop
+            # the copies' loops come last (transform/layout.py): the ids stay indices
+            body_scop = replace(scop, statements=tuple(s for s in scop.statements
+                                                       if s.name not in copies),
+                                loops=tuple(lp for lp in scop.loops
+                                            if not set(lp.statements) <= copies))
+            body_an = analyze(body_scop)
+            whole = analyze(scop)
+            before = tuple(r.copy_in for r in relayout.relaid if r.copy_in)
+            after = tuple(r.copy_out for r in relayout.relaid if r.copy_out)
+            body, composed = [], []
+            for tr in candidates(body_an):
+                tr_whole = between_copies(whole, tr, before, after)
+                if tr_whole is not None:
+                    body.append(tr)
+                    composed.append(tr_whole)
+        except isl.Error:  # optional, like the scheduler's own proposals
+            return None, None
+        if not composed:
+            return None, None
+        return (replace(self, analysis=whole, candidates=tuple(composed), relayout=relayout),
+                replace(self, analysis=body_an, candidates=tuple(body), relayout=relayout))
+
+    def of(self, variant: Variant) -> tuple[Prepared, Variant]:
+        """The prepared region ``variant`` compiles and the variant its kernels are
+        built with: for a ``relayout`` variant the relaid region and the variant with
+        the copy kernels' plans (refused where the region has none), else this one."""
+        if not variant.relayout or self.relayout is not None:
+            return self, variant
+        if self.relaid is None:
+            raise PolygpuError("variant: relayout moves a batch's element index outermost, "
+                               "but no array of this region has the batch loop's iterator "
+                               "alone as its last subscript (or no plan of its body runs "
+                               "between the transposes)", self.analysis.scop.loc)
+        if variant.candidate >= len(self.relaid.candidates):
+            return self.relaid, variant  # refused where the candidate is looked up
+        body = self.relaid_body.candidates[variant.candidate]
+        whole = self.relaid.candidates[variant.candidate]
+        before = sum(1 for r in self.relaid.relayout.relaid if r.copy_in)
+        return self.relaid, relaid_variant(variant, before, len(body.kernels),
+                                           len(whole.kernels) - before - len(body.kernels))
 
 
 def prepare(spec: str, function: str | None = None, defines: Sequence[str] = (),
@@ -254,7 +333,8 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
     With ``params``, every access is first proven inside its array at those sizes
     (:func:`~polygpu.model.bounds.require_in_bounds`: once per region and sizes, cached,
     however many variants are compiled)."""
-    variant = variant or Variant()
+    requested = variant or Variant()
+    prepared, variant = prepared.of(requested)
     an, found = prepared.analysis, prepared.candidates
     if params:
         require_in_bounds(an.scop, params)
@@ -263,15 +343,17 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
                            f"(the scheduler found {len(found)}: 0..{len(found) - 1})")
     tr = found[variant.candidate]
     variant = batch_on_device(tr, variant)
+    requested = batch_on_device(tr, requested)
     step = tr.step or an  # with host loops, the kernels are those of one host step
     kernels = tile(step.scop, step.dependences_with(tr.atomic), tr, variant)
     memory = plan_memory(step, tr, kernels, variant)
     if variant.device_steps:
         _prove_device_steps(an, tr, kernels, memory)
     program, residence = _generate(step, tr, variant, kernels, memory, params)
-    return Compiled(prepared.spec, an, found, tr, variant, kernels, program, memory,
+    return Compiled(prepared.spec, an, found, tr, requested, kernels, program, memory,
                     prepared.source_scop, prepared.expansion, prepared.splitting,
-                    prepared.snapshot, residence)
+                    prepared.snapshot, residence, prepared.relayout,
+                    variant if variant != requested else None)
 
 
 def batch_on_device(tr: Transformation, variant: Variant) -> Variant:

@@ -28,20 +28,23 @@ def _default(kernel: str, n: int, nb: int) -> Variant:
     return plan_model.choose(prepare(kernel, params=params), params).variant
 
 
-@pytest.mark.parametrize(("n", "tile", "threads", "shared"), [
-    (2, (2, 2, 128), (1, 1, 128), False),   # a thread per element, all of it in registers
-    (4, (4, 4, 128), (1, 1, 128), False),
-    (8, (8, 8, 32), (2, 2, 32), True),      # 4 x 4 points a thread, 32 elements a block
-    (16, (8, 8, 32), (1, 8, 32), True),     # a row of 8 points a thread
-    (32, (8, 8, 32), (1, 8, 32), True),
+@pytest.mark.parametrize(("n", "tile", "threads", "shared", "relaid"), [
+    (2, (2, 2, 128), (1, 1, 128), False, False),  # a thread per element, in registers
+    (4, (4, 4, 128), (1, 1, 128), False, False),
+    (8, (8, 8, 32), (2, 2, 32), True, False),     # 4 x 4 points a thread, 32 elements
+    (16, (8, 8, 32), (1, 8, 32), True, False),    # a row of 8 points a thread
+    (32, (32, 32), (8, 8), True, True),           # relaid element-outermost, transposed
 ])
 def test_an_interleaved_batch_of_products_maps_its_elements_innermost(n, tile, threads,
-                                                                       shared):
+                                                                       shared, relaid):
     """H200, 768 MB: 0.19-0.23 ms at n = 2..8 where the plans before took 6.0, 97 and
-    0.43 ms; 0.44 and 0.90 at 16 and 32 against 1.10 and 1.89 (batched.md)."""
+    0.43 ms; 0.44 at 16 against 1.10 (batched.md).  From 32 the element-outermost copy
+    with the transposes (1.5 GB: 1.346 ms against 1.731 interleaved at 32, 1.599
+    against 3.609 at 64; tests/test_layout.py)."""
     chosen = _default(MM_SOA, n, 768_000_000 // (12 * n * n))
     assert chosen.candidate == 0 and (chosen.tile, chosen.threads) == (tile, threads)
     assert chosen.jam and chosen.specialize and chosen.shared == shared
+    assert chosen.relayout == relaid
 
 
 @pytest.mark.parametrize(("n", "rows"), [(2, 2), (8, 8), (16, 16), (32, 8), (64, 8),

@@ -34,9 +34,11 @@ applies; ``tuning/probes/`` holds the ones of recorded runs).
 
 ``gemm_soa``, ``gemv_soa``, ``dot_soa`` (``kernels/batched_*_soa.c``): the same
 operations on interleaved elements (entry (i, j) of every element one row), torch timed
-on its own AoS layout (no transposition counted).
-
-Not built yet: a transposing adapter as a variant.
+on its own AoS layout (no transposition counted, ``torch_ms``) and on the interleaved
+layout (``torch_soa_ms``: permuted views into torch.bmm, the result copied back
+interleaved).  polygpu's plans there may run on an element-outermost copy, transposed
+in and out (``relayout`` variants, transform/layout.py); ``--layouts`` also times the
+model's best plan of the layout the default did not take.
 
     python tuning/batched.py --op gemm --op gemv --op dot --out tuning/results/<gpu>
     python tuning/batched.py --op cholesky --n 8 16 32 64 --mappings
@@ -129,6 +131,37 @@ def _torch_calls(torch, op: str, n: int, count: int, dtype: str):
     return lambda: torch.bmm(a, b), lambda e: torch.matmul(a[e], b[e])
 
 
+def _torch_soa_call(torch, op: str, n: int, count: int, dtype: str):
+    """torch on an SoA op's own interleaved layout: the batched routine on permuted views
+    (torch.bmm copies them into its AoS layout first) and the result written back
+    interleaved -- the same problem polygpu's SoA programs solve; dot sums over the
+    element's dimension directly."""
+    t = getattr(torch, dtype)
+    base = layout(op)[0]
+    if base == "dot":
+        x = torch.rand(n, count, dtype=t, device="cuda")
+        y = torch.rand(n, count, dtype=t, device="cuda")
+        return lambda: (x * y).sum(0)
+    a = torch.rand(n, n, count, dtype=t, device="cuda")
+    if base == "gemm":
+        b = torch.rand(n, n, count, dtype=t, device="cuda")
+        c = torch.empty(n, n, count, dtype=t, device="cuda")
+        return lambda: c.copy_(torch.bmm(a.permute(2, 0, 1), b.permute(2, 0, 1))
+                               .permute(1, 2, 0))
+    x = torch.rand(n, count, dtype=t, device="cuda")
+    y = torch.empty(n, count, dtype=t, device="cuda")
+    return lambda: y.copy_(torch.bmm(a.permute(2, 0, 1), x.t().unsqueeze(2)).squeeze(2).t())
+
+
+def time_torch_soa(op: str, n: int, nb: int, dtype: str) -> float | None:
+    """torch's time on an SoA op's interleaved layout (:func:`_torch_soa_call`)."""
+    torch = _torch()
+    if torch is None or layout(op)[1] != "SoA" or layout(op)[0] == "cholesky":
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return _median_ms(torch, _torch_soa_call(torch, op, n, nb, dtype), **TORCH_TIMING)
+
+
 def time_torch(op: str, n: int, nb: int, dtype: str) -> float | None:
     torch = _torch()
     if torch is None:
@@ -168,8 +201,30 @@ def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
     row = {"op": op, "n": n, "nb": nb, "dtype": dtype}
     choice = plan_model.choose(prepared, sizes)
     plans = [("default", choice.variant)]
+    if args.check_only:  # the default checked at nb = 37 and the timed sizes, untimed
+        entry = {"variant": choice.variant.to_json()}
+        entry["check"] = checked(spec, function, defines, choice.variant, device, check)
+        if entry["check"]["ok"]:
+            entry["check_full"] = checked(spec, function, defines, choice.variant, device,
+                                          sizes)
+        row["default"] = entry
+        row["compulsory_bytes"] = words(op, n, nb) * (8 if dtype == "float64" else 4)
+        print(json.dumps({"op": op, "n": n, "nb": nb, "dtype": dtype,
+                          "check": entry["check"]["message"],
+                          "check_full": entry.get("check_full", {}).get("message")}),
+              file=sys.stderr, flush=True)
+        return row
     if layout(op)[0] in ("gemm", "gemv"):  # a 1-d mapping had no square block to compare
         plans.append(("square", SQUARE))
+    if args.layouts and layout(op)[1] == "SoA":
+        # the model's best plan on the interleaved layout and its best on the relaid
+        # copy (transposes counted), whichever the default is not
+        for r in choice.ranking:
+            if r.seconds == float("inf"):
+                continue
+            key = "relaid" if r.variant.relayout else "interleaved"
+            if key not in {k for k, _ in plans} and r.variant != choice.variant:
+                plans.append((key, r.variant))
     for k, extra in enumerate(args.also_variants):  # --also: variants to compare
         if extra.get("op", op) == op and n in extra.get("n", [n]) and \
                 extra.get("dtype", dtype) == dtype:
@@ -193,6 +248,7 @@ def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
         if args.check_full and key == "default" and entry["check"]["ok"]:
             # the default again at the very sizes timed (the issue's "at full size")
             entry["check_full"] = checked(spec, function, defines, variant, device, sizes)
+            print(entry["check_full"]["message"], file=sys.stderr, flush=True)
         if entry["check"]["ok"]:
             program = compile_variant(prepared, variant, sizes).program
             entry["ms"] = time_program(device, program, sizes, args.repeats)
@@ -200,6 +256,7 @@ def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
     row["compulsory_bytes"] = words(op, n, nb) * (8 if dtype == "float64" else 4)
     if args.backend == "gpu" and not args.small:
         row["torch_ms"] = time_torch(op, n, nb, dtype)
+        row["torch_soa_ms"] = time_torch_soa(op, n, nb, dtype)
         row["torch_loop_ms"] = time_torch_loop(op, n, nb, dtype)
     print(json.dumps({k: row[k] for k in row if k not in ("ranking",) + tuple(
                      key for key, _ in plans)} | {key: row[key].get("ms") for key, _ in plans}),
@@ -217,12 +274,15 @@ def markdown(data: dict) -> str:
              f"compulsory traffic at {data.get('copy_gbs') or BANDWIDTH / 1e9:.0f} GB/s ("
              + ("this GPU's copy rate, measured in the same run" if data.get("copy_gbs")
                 else "the H100's copy rate") + ").", "",
-             "| op | dtype | n | nb | default block | default ms | roofline | 32 x 32 ms | "
-             "torch ms | x torch | x 32 x 32 | loop of single calls ms (est.) | x loop | "
-             "best timed ms | pick / best |",
-             "|---|---|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+             "| op | dtype | n | nb | default block | relaid | default ms | roofline | "
+             "32 x 32 ms | torch ms | x torch | torch on SoA ms | x torch on SoA | "
+             "x 32 x 32 | loop of single calls ms (est.) | x loop | best timed ms | "
+             "pick / best |",
+             "|---|---|--:|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
 
     for r in data["rows"]:
+        if "ms" not in r["default"] and "check_full" in r["default"]:
+            continue  # --check-only: listed below
         ms = r["default"].get("ms")
         square = r.get("square", {}).get("ms")
         peer = r.get("torch_ms")
@@ -231,10 +291,13 @@ def markdown(data: dict) -> str:
         loop = r.get("torch_loop_ms")
         best = min((v["ms"] for v in r.values() if isinstance(v, dict) and v.get("ms")),
                    default=None)
+        soa = r.get("torch_soa_ms")
+        relaid = "yes" if r["default"]["variant"].get("relayout") else "no"
         lines.append(
-            f"| {r['op']} | {r['dtype']} | {r['n']} | {r['nb']} | {block} | {cell(ms)} | "
-            f"{cell(roof / ms * 100 if ms else None, 1)}% | {cell(square)} | {cell(peer)} | "
-            f"{cell(peer / ms if peer and ms else None, 2)} | "
+            f"| {r['op']} | {r['dtype']} | {r['n']} | {r['nb']} | {block} | {relaid} | "
+            f"{cell(ms)} | {cell(roof / ms * 100 if ms else None, 1)}% | {cell(square)} | "
+            f"{cell(peer)} | {cell(peer / ms if peer and ms else None, 2)} | {cell(soa)} | "
+            f"{cell(soa / ms if soa and ms else None, 2)} | "
             f"{cell(square / ms if square and ms else None, 2)} | {cell(loop)} | "
             f"{cell(loop / ms if loop and ms else None, 1)} | {cell(best)} | "
             f"{cell(ms / best if ms and best else None, 2)} |")
@@ -414,6 +477,12 @@ def main(argv=None) -> int:
     p.add_argument("--per-candidate", type=int, metavar="K",
                    help="with --mappings: only each scheduler candidate's K best-ranked "
                    "plans")
+    p.add_argument("--check-only", action="store_true",
+                   help="only check the default plan, at nb = 37 and at the timed sizes "
+                   "(no timing, no torch)")
+    p.add_argument("--layouts", action="store_true",
+                   help="SoA ops: also time the model's best plan of the layout the "
+                   "default did not take (interleaved, or relaid with transposes)")
     p.add_argument("--also", metavar="JSON",
                    help="a file of further variants to check and time beside the default: "
                    'a list of {"variant": {...}} with optional "op", "n" (a list) and '
@@ -439,7 +508,7 @@ def main(argv=None) -> int:
                 rows.append(run_size(op, n, nb, dtype, args, device))
     data = {"gpu": getattr(device, "name", args.backend),
             "date": datetime.date.today().isoformat(), "rows": rows}
-    if args.backend == "gpu" and not args.small:
+    if args.backend == "gpu" and not args.small and not args.check_only:
         rate = copy_rate()
         data["copy_gbs"] = rate / 1e9 if rate else None
     text = markdown(data)

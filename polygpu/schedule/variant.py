@@ -7,7 +7,7 @@ pivot column and its trailing update), so one tile shape for all is rarely right
 kernel overrides; :meth:`Variant.for_kernel` merges them, and every stage that tiles,
 places or generates one kernel reads that kernel's merged variant.  ``candidate`` and
 ``specialize`` (and ``device_steps``, ``resident``, ``elements_per_block``,
-``fast_math``) concern the whole program and cannot be overridden per kernel.
+``fast_math``, ``relayout``) concern the whole program and cannot be overridden per kernel.
 
 JSON form (``compile --variant``, the tuning database): the fields, plus
 ``"kernels": {"1": {"tile": [32, 32], "threads": [8, 32]}}`` when a kernel differs.
@@ -24,7 +24,7 @@ from polygpu.errors import PolygpuError
 MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
 MAX_THREADS = 1024
 PROGRAM_WIDE = ("candidate", "specialize", "device_steps", "resident", "fast_math",
-                "elements_per_block", "kernels")
+                "elements_per_block", "relayout", "kernels")
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,11 @@ class Variant:
     # moderate arguments); opted into explicitly (``--fast-math``), never by the search
     # alone, and checked like any program
     fast_math: bool = False
+    # a batch stored interleaved (the element index last) run on a copy with the element
+    # outermost, transposed in before and out after (transform/layout.py): ``candidate``
+    # then counts the relaid region's scheduler candidates, and its kernels include the
+    # transposes
+    relayout: bool = False
     # per-kernel overrides: (kernel index, ((field, value), ...)), sorted by index
     kernels: tuple[tuple[int, tuple[tuple[str, object], ...]], ...] = ()
 
@@ -135,6 +140,8 @@ class Variant:
             del data["double_buffer"]
         if not self.fast_math:
             del data["fast_math"]
+        if not self.relayout:
+            del data["relayout"]
         if not self.resident:
             del data["resident"]
         if self.elements_per_block == 1:

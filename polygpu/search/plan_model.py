@@ -147,7 +147,7 @@ def _shared_accumulator(c: Compiled) -> str:
     on the H100: 35 ms against 5.0 untiled).  Empty when there is no such kernel."""
     for b in c.memory.buffers:
         if b.space == "shared" and b.writes is not None and \
-                c.variant.for_kernel(b.kernel).jam:
+                c.built.for_kernel(b.kernel).jam:
             return (f"kernel {b.kernel}: register tile over {b.array} accumulated in "
                     "shared memory (search only)")
     return ""
@@ -212,6 +212,15 @@ def _plans(prepared: Prepared, params: Mapping[str, int]
                 found += [replace(v, device_steps=True, resident=True, specialize=True)
                           for v in found if v.candidate == c]
                 found += group_variants(c, shape.extents, shape.n_mapped)
+    # an interleaved batch: its element plans also on the element-outermost copy, the
+    # transposes' cost counted (transform/layout.py; after the plans above: ties keep
+    # the layout the caller gave)
+    body = prepared.relaid_body
+    if body is not None:
+        sized, body_elements = _plans(body, params)
+        relaid = [replace(v, relayout=True) for v in sized if v in body_elements]
+        elements.update(relaid)
+        found += relaid
     return found, frozenset(elements)
 
 
@@ -241,6 +250,8 @@ def sketch(prepared: Prepared, variant: Variant) -> Compiled:
     from polygpu.model.isl_util import union_of_sets
     from polygpu.schedule.tiling import tile
 
+    requested = variant
+    prepared, variant = prepared.of(variant)  # a relayout's: the relaid region
     an, found = prepared.analysis, prepared.candidates
     if variant.candidate >= len(found):
         raise PolygpuError(f"variant: candidate {variant.candidate} does not exist "
@@ -266,9 +277,11 @@ def sketch(prepared: Prepared, variant: Variant) -> Compiled:
                             parameters=scop.parameters, launches=tuple(launches),
                             host_iterators=scop.host,
                             host_steps=str(union_of_sets(steps)) if steps else "")
-    return Compiled(prepared.spec, an, found, tr, twin, kernels, program, memory,
+    requested = replace(requested, device_steps=False)
+    return Compiled(prepared.spec, an, found, tr, requested, kernels, program, memory,
                     prepared.source_scop, prepared.expansion, prepared.splitting,
-                    prepared.snapshot)
+                    prepared.snapshot, relayout=prepared.relayout,
+                    built_variant=twin if twin != requested else None)
 
 
 def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
@@ -293,7 +306,7 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
         conc = resident = None
         if guess_concurrency:
             shared = c.memory.shared_bytes(k.index) + launch.shared_bytes
-            registers = _registers(c.variant.for_kernel(k.index), double)
+            registers = _registers(c.built.for_kernel(k.index), double)
             _, conc = concurrency(math.prod(launch.block), registers,
                                   shared, max(blocks[names.index(name)], 1),
                                   limits.multiprocessors, limits)
@@ -397,8 +410,9 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
              limits: Limits = SM_90) -> PlanEstimate:
     """The model's seconds for ``variant`` at ``params`` (infinite, with the reason, for
     a plan that cannot be built)."""
-    if variant.candidate < len(prepared.candidates):
-        variant = batch_on_device(prepared.candidates[variant.candidate], variant)
+    target = prepared.of(variant)[0]  # a relayout's: the relaid region
+    if variant.candidate < len(target.candidates):
+        variant = batch_on_device(target.candidates[variant.candidate], variant)
     try:
         # a device-steps plan is counted on its host-launched twin (same kernels), which
         # the model needs tiled and placed, not generated
@@ -410,7 +424,7 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
         # still tries them staged)
         halo = [k for k in neighbour_reuse_only(c.memory, c.transformation, c.kernels)
                 if variant.for_kernel(k).shared]
-        if halo:
+        if halo and not variant.relayout:  # (a relayout's copies stage no halo)
             if len(halo) == len(c.kernels) and not variant.kernels:
                 variant = replace(variant, shared=False)  # every kernel: program-wide
             for k in halo:

@@ -567,6 +567,9 @@ def _interleaved_variants(shape: Shape, time_tile: int) -> list[Variant]:
     return []
 
 
+RELAYOUT_VARIANTS = 16  # plain shapes of a relaid batch's nest in the search space
+
+
 def space(prepared: Prepared, params: Mapping[str, int],
           options: SpaceOptions = SpaceOptions()) -> list[Variant]:
     """The whole space of a prepared region at ``params``; for a candidate with host
@@ -605,4 +608,15 @@ def space(prepared: Prepared, params: Mapping[str, int],
                 if device not in seen and len(seen) < DEVICE_STEP_VARIANTS:
                     seen.add(device)
                     result += [replace(device, resident=r) for r in twins]
+    # an interleaved batch's plans also on the element-outermost copy (transposed in and
+    # out: transform/layout.py): the element plans of that nest and the first of its
+    # plain shapes
+    body = prepared.relaid_body
+    if body is not None:
+        for s in shapes(body, params, options.candidates):
+            sized = element_variants(s) if body.candidates[s.candidate].coalesced else []
+            for v in sized + variants(s, options)[:RELAYOUT_VARIANTS]:
+                v = replace(v, relayout=True)
+                if v not in result:
+                    result.append(v)
     return result

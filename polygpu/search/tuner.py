@@ -261,18 +261,19 @@ def _sketch_one(prepared, variant: Variant, params: Mapping[str, int]) -> dict:
     from polygpu.pipeline import batch_on_device
     from polygpu.search import plan_model
 
-    if variant.candidate >= len(prepared.candidates):
+    target = prepared.of(variant)[0]  # a relayout's: the relaid region
+    if variant.candidate >= len(target.candidates):
         raise PolygpuError(f"variant: candidate {variant.candidate} does not exist")
     # a device-steps program (one launch running every kernel's steps) is counted on
     # its host-launched twin: the same kernels, one launch per kernel and step
-    variant = batch_on_device(prepared.candidates[variant.candidate], variant)
+    variant = batch_on_device(target.candidates[variant.candidate], variant)
     c = plan_model.sketch(prepared, variant)
     blocks = launch_blocks(c.program, params, c.modelled_steps(params)[0])
     costs = list(plan_model.launch_costs(c, params))
     threads = max(math.prod(la.block) for la in c.program.launches)
     shared = max(la.shared_bytes for la in c.program.launches)
     if variant.device_steps:  # all of it in the one launch, of one block
-        tr = prepared.candidates[variant.candidate]
+        tr = target.candidates[variant.candidate]
         if tr.host is None:
             raise PolygpuError("variant: device_steps runs host loops on the device, but "
                                "this transformation has none")
@@ -905,9 +906,12 @@ class Session:
         """The kernel-times key of kernel ``kernel`` of ``variant``'s plan."""
         from polygpu.search.database import plan_identity
 
-        tr = self.prepared.candidates[variant.candidate]
-        return (plan_identity(variant.candidate, tr.kernels[kernel].statements), kernel,
-                canonical(variant.for_kernel(kernel).to_json()))
+        target, built = self.prepared.of(variant)
+        tr = target.candidates[variant.candidate]
+        # a relayout's kernels are those of the relaid region: never the same plan
+        statements = tr.kernels[kernel].statements + (("relaid",) if variant.relayout else ())
+        return (plan_identity(variant.candidate, statements), kernel,
+                canonical(built.for_kernel(kernel).to_json()))
 
     def kernel_times(self, c: Candidate, m: Measurement):
         """The :class:`~polygpu.search.database.KernelTime` of each kernel of ``c``'s
@@ -919,8 +923,8 @@ class Session:
         program = self.programs.get(c.key)
         if launch_ms is None or program is None or c.variant.device_steps \
                 or len(program.launches) < 2 or len(launch_ms) != len(program.launches) \
-                or len(self.prepared.candidates[c.variant.candidate].kernels) \
-                != len(program.launches):
+                or len(self.prepared.of(c.variant)[0].candidates[c.variant.candidate]
+                       .kernels) != len(program.launches):
             return []
         return [KernelTime(*self.kernel_key(c.variant, k), t)
                 for k, t in enumerate(launch_ms)]
@@ -1077,7 +1081,7 @@ def _steps_of(prepared, variant: Variant) -> frozenset[str]:
     with ``device_steps``), each step the same kernels.  Not under a wavefront or isl's
     host schedule, nor inside a kernel's schedule, which may mix the time loop with the
     others: a kernel's guards there depend on the count, and the check must keep it."""
-    candidates = prepared.candidates
+    candidates = prepared.of(variant)[0].candidates
     c = variant.candidate
     host = candidates[c].host if 0 <= c < len(candidates) else None
     if host is None or host.kind != "loops":

@@ -211,17 +211,35 @@ def _flow(scop: Scop, array: str) -> isl.UnionMap:
 
 
 def _without_source(scop: Scop, array: str) -> isl.UnionSet:
-    """The read instances of ``array`` that no write of the region precedes on the same
-    element.  A read has a last writer (a source in the flow) iff it has any earlier
-    writer, so this is the reads outside the flow's range -- asked without the flow,
-    whose range (the last writers' case split, dozens of pieces with divisions on
-    strided nests) made the subtraction run for minutes."""
-    reads = scop.access_map("read", array)
+    """The statement instances with a read of ``array`` that no write of the region
+    precedes on the same element (see :func:`sourceless_reads`)."""
+    found = isl.UnionSet.empty(scop.context.get_space())
+    for _, instances in sourceless_reads(scop, array):
+        found = found.union(isl.UnionSet.from_set(instances))
+    return found
+
+
+def sourceless_reads(scop: Scop, array: str) -> list[tuple[Access, isl.Set]]:
+    """Per read reference of ``array``, its instances that no write of the region
+    precedes on the element they read (empty sets left out).  A read has a last writer
+    (a source in the flow) iff it has any earlier writer, so this is the reads outside
+    the flow's range -- asked without the flow, whose range (the last writers' case
+    split, dozens of pieces with divisions on strided nests) made the subtraction run
+    for minutes.  Per reference, not per statement instance: ``a[i][k] / a[k][k]``
+    may read one element the region wrote and one it did not."""
     writes = scop.access_map("write", array)
     schedule = scop.schedule
-    earlier = reads.apply_range(writes.reverse()).intersect(
-        schedule.lex_gt_union_map(schedule))  # read -> an earlier write of its element
-    return reads.domain().subtract(earlier.domain())
+    later = schedule.lex_gt_union_map(schedule)  # instance -> instances before it
+    found = []
+    for a in scop.accesses:
+        if a.array != array or a.kind != "read":
+            continue
+        read = isl.UnionMap.from_map(a.relation)
+        earlier = read.apply_range(writes.reverse()).intersect(later)
+        left = read.domain().subtract(earlier.domain())
+        if not left.is_empty():
+            found.append((a, isl.Set.from_union_set(left)))
+    return found
 
 
 def _flow_into(scop: Scop, array: str, read: Access) -> isl.UnionMap:
