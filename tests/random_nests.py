@@ -403,15 +403,21 @@ def render_python(tree: list, name: str = "nest") -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_c(tree: list, name: str = "nest") -> str:
+def render_c(tree: list, name: str = "nest", batch: bool = False) -> str:
+    """The nest as a C function; with ``batch``, ``nb`` independent copies of it
+    interleaved (structure of arrays): every array gets a last dimension ``[nb]``, every
+    reference the subscript ``[e]``, and the whole nest runs inside ``for (e < nb)``."""
+    last = "[nb]" if batch else ""
     lines = [
         "#define min(a, b) ((a) < (b) ? (a) : (b))",
         "#define max(a, b) ((a) > (b) ? (a) : (b))",
-        f"void {name}(int n, double A[2 * n + 3][2 * n + 3], double B[2 * n + 3][2 * n + 3], "
-        "double x[2 * n + 3], double y[2 * n + 3])",
+        f"void {name}(int n, {'int nb, ' if batch else ''}"
+        f"double A[2 * n + 3][2 * n + 3]{last}, double B[2 * n + 3][2 * n + 3]{last}, "
+        f"double x[2 * n + 3]{last}, double y[2 * n + 3]{last})",
         "{",
         "#pragma scop",
     ]
+    show = (lambda r: _c_ref(r) + "[e]") if batch else _c_ref
 
     def emit(items, indent):
         pad = "  " * indent
@@ -437,10 +443,13 @@ def render_c(tree: list, name: str = "nest") -> str:
                     emit(node.orelse, indent + 1)
                 lines.append(f"{pad}}}")
             else:
-                rhs = _rhs(node, _c_ref)
-                lines.append(f"{pad}{_c_ref(node.target)} {node.op} {rhs};")
+                rhs = _rhs(node, show)
+                lines.append(f"{pad}{show(node.target)} {node.op} {rhs};")
 
-    emit(tree, 1)
+    if batch:
+        lines.append("  for (int e = 0; e < nb; e++) {")
+    emit(tree, 2 if batch else 1)
+    lines += ["  }"] if batch else []
     lines += ["#pragma endscop", "}"]
     return "\n".join(lines) + "\n"
 

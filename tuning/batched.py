@@ -28,6 +28,10 @@ each execution model (a thread or a group of a block per element, a warp per ele
 block per element) over n with the default's pick and torch, the crossover from thread-
 to device-steps mappings marked (also written after a ``--mappings`` run).
 
+``--check-full`` also checks the default at the timed sizes; ``--check-only`` does only
+that (nb = 37 and the timed sizes, nothing timed: the issue's verification "on the GPU
+at full size").
+
 ``--also FILE`` checks and times further variants beside the default (a JSON list of
 ``{"variant": {...}}`` with optional ``"op"``, ``"n"`` and ``"dtype"`` saying where each
 applies; ``tuning/probes/`` holds the ones of recorded runs).
@@ -44,6 +48,8 @@ model's best plan of the layout the default did not take.
     python tuning/batched.py --op cholesky --n 8 16 32 64 --mappings
     python tuning/batched.py --op gemm --n 8 16 \
         --also tuning/probes/batched_blas_final2_2026-11-29.json
+    python tuning/batched.py --op gemm_soa --n 16 32 64 128 --layouts --megabytes 1536
+    python tuning/batched.py --op gemm --op gemv --op dot --megabytes 1536 --check-only
     python tuning/batched.py --backend cpu --small                  # dry run
     python tuning/batched.py --plot tuning/results/<gpu>/batched_cholesky_groups.json
 """

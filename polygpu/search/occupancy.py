@@ -47,6 +47,9 @@ class Limits:
     fp32_lanes_per_sm: int = 128  # FP32 instructions issued per SM and clock (x32 lanes)
     clock_hz: float = 1.755e9  # boost clock
     dram_bytes_per_s: float = 3.0e12  # achievable copy bandwidth (HBM3 H100: ~3 TB/s)
+    # global memory (the H100 SXM's 80 GB): what a plan's scratch arrays must fit beside
+    # the caller's (a relayout's twins double them)
+    memory_bytes: int = 80 * 10**9
 
 
 SM_90 = Limits()
@@ -202,6 +205,7 @@ def limits_from_device(index: int = 0) -> Limits:
         fp32_lanes_per_sm=64 if (major, minor) == (8, 0) else 128,
         clock_hz=dev.get_attribute(a.CLOCK_RATE) * 1e3,
         dram_bytes_per_s=0.9 * peak if peak > 0 else SM_90.dram_bytes_per_s,
+        memory_bytes=dev.total_memory(),
     )
 
 

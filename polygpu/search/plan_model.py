@@ -153,6 +153,27 @@ def _shared_accumulator(c: Compiled) -> str:
     return ""
 
 
+def _beyond_memory(c: Compiled, params: Mapping[str, int], limits: Limits) -> str:
+    """Why a plan whose scratch arrays (a relayout's twins, expanded temporaries) do not
+    fit in the device's memory beside the caller's arrays cannot run ("" if they fit):
+    the device layer would refuse it for want of memory, so the default must not take
+    it.  Unknown extents count as zero; a region whose own arrays do not fit is left to
+    the device layer (no plan of it could run)."""
+    from polygpu.search.space import _value
+
+    total = scratch = 0
+    for a in c.analysis.scop.program_arrays:
+        points = 1
+        for extent in a.shape:
+            points *= max(_value(extent, params), 0)
+        total += points * a.element_size
+        scratch += points * a.element_size if a.kind == "scratch" else 0
+    if not scratch or total <= limits.memory_bytes:
+        return ""
+    return (f"its arrays and scratch arrays take {total / 1e9:.1f} GB, more than the "
+            f"device's {limits.memory_bytes / 1e9:.1f} GB")
+
+
 def _sized_to_elements(tr) -> bool:
     """Whether a candidate's plans may be sized to a batch's elements: launched (no
     host loops) and with a reference coalesced along its innermost mapped dimension.
@@ -432,7 +453,7 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
                     variant = variant.with_kernel(k, replace(variant.for_kernel(k),
                                                              shared=False))
             c = sketch(prepared, variant)
-        refused = _shared_accumulator(c)
+        refused = _shared_accumulator(c) or _beyond_memory(c, params, limits)
         if refused:
             return PlanEstimate(variant, math.inf, 0, "", refused)
         residence = None

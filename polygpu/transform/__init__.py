@@ -11,6 +11,9 @@ cannot be proven is not applied (never a wrong program, at worst a slower one).
   scalar temporary or a buffer argument reused by every iteration of a loop nest gets
   one copy per iteration, which removes the false (anti and output) dependences that
   would serialize the nest.
+* :mod:`polygpu.transform.layout` -- relayout of interleaved batches: arrays whose last
+  subscript is the batch iterator run on element-outermost copies between transposing
+  copy statements (a choice of the search: ``Variant.relayout``).
 * :mod:`polygpu.transform.split` -- index-set splitting: a statement whose read meets
   its own write on a hyperplane (in-place Floyd-Warshall's pivot row and column) is cut
   there into pieces, ordered so that every read keeps its value, each of which runs its

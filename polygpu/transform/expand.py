@@ -457,6 +457,49 @@ def _fresh_statement(scop: Scop) -> str:
     return f"S{k}"
 
 
+def copy_statement(scop: Scop, name: str, elements: isl.Set, read: tuple[str, tuple],
+                   write: tuple[str, tuple], loc: SourceLoc, position: int,
+                   loops: list[Loop], iterator: str = "pg_c") -> Statement:
+    """The statement ``name``: ``write[c[o] for o in write order] = read[c[o] for o in
+    read order]`` for every ``c`` of ``elements`` (a set over the copy's iterators
+    ``iterator`` 0, 1, ..), at textual ``position`` of a 2d+1 schedule; its loops are
+    appended to ``loops``.  A snapshot copies in the same order; a relayout's copies
+    (transform/layout.py) move one index."""
+    r = elements.dim(isl.dim_type.set)
+    iterators = tuple(f"{iterator}{k}" for k in range(r))
+    domain = elements.coalesce().set_tuple_name(name)
+    for k, it in enumerate(iterators):
+        domain = domain.set_dim_name(isl.dim_type.set, k, it)
+    domain = domain.intersect_params(scop.context).coalesce()
+    index = tuple(ir.IntVar(it) for it in iterators)
+    b = _Builder(scop.parameters, iterators)
+    affs = [b.int_expr(e, loc) for e in index]
+    refs = []
+    for array, order in (read, write):
+        refs.append((ir.ArrayRef(array, tuple(index[o] for o in order), loc),
+                     map_from_pw_affs([affs[o] for o in order], domain, array)))
+    (src, src_map), (dst, dst_map) = refs
+    accesses = (Access(name, 0, read[0], "read", src_map, src.index, loc),
+                Access(name, 1, write[0], "write", dst_map, dst.index, loc))
+    sched = [b.const(position)]
+    for it in iterators:
+        sched += [b.var(it, loc), b.const(0)]
+    ids = []
+    for k, it in enumerate(iterators):
+        ids.append(len(loops))
+        loops.append(Loop(len(loops), it, k, (name,), loc))
+    return Statement(name, iterators, domain, map_from_pw_affs(sched, domain, None),
+                     ir.Assign(dst, "=", src, loc), accesses, tuple(ids), loc)
+
+
+def moved_on(s: Statement, shift: int) -> Statement:
+    """``s`` ``shift`` textual positions later (its schedule's first dimension)."""
+    space = s.schedule.get_space()
+    ma = isl.MultiAff.identity(isl.Space.map_from_set(space.range()))
+    ma = ma.set_aff(0, ma.get_aff(0).add_constant_val(isl.Val(shift)))
+    return replace(s, schedule=s.schedule.apply_range(isl.Map.from_multi_aff(ma)))
+
+
 def _padded(statements: list[Statement]) -> tuple[Statement, ...]:
     """Every 2d+1 schedule with the same number of dimensions (trailing zeros)."""
     width = max(s.schedule.dim(isl.dim_type.out) for s in statements)

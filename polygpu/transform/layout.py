@@ -44,14 +44,17 @@ import islpy as isl
 from polygpu.errors import SourceLoc
 from polygpu.frontend import ir
 from polygpu.model.analysis import Analysis
-from polygpu.model.build import _Builder, map_from_pw_affs
+from polygpu.model.isl_budget import OutOfBudget, isl_operation_budget
 from polygpu.model.isl_util import union_of
-from polygpu.model.scop import Access, Array, Loop, Scop, Statement
+from polygpu.model.scop import Array, Loop, Scop, Statement
 from polygpu.transform.expand import (
+    EXPANSION_OPERATIONS,
     _fresh_statement,
     _map_refs,
     _padded,
     _without_source,
+    copy_statement,
+    moved_on,
     sourceless_reads,
 )
 
@@ -130,8 +133,15 @@ def relayout_batch(an: Analysis) -> Relayout:
     if not arrays:
         return Relayout(scop, loop.iterator, (), "no array has the batch loop's "
                         f"iterator {loop.iterator} alone as its last subscript")
-    new, relaid = relaid_region(scop, arrays)
-    problem = verify_relayout(scop, new, relaid)
+    try:
+        # bounded like the expansion: a relayout is an option, and one isl cannot prove
+        # within the budget is not offered (never applied unproven)
+        with isl_operation_budget(scop.context.get_ctx(), EXPANSION_OPERATIONS):
+            new, relaid = relaid_region(scop, arrays)
+            problem = verify_relayout(scop, new, relaid)
+    except OutOfBudget:
+        return Relayout(scop, loop.iterator, (), "proving it took isl more than "
+                        f"{EXPANSION_OPERATIONS:,} operations")
     if problem is not None:
         return Relayout(scop, loop.iterator, (), f"the relayout failed the proof ({problem})")
     return Relayout(new, loop.iterator, relaid)
@@ -183,14 +193,6 @@ def _position(s: Statement) -> int:
     return 0 if v.is_nan() else int(v.to_python())
 
 
-def _moved_by(s: Statement, shift: int) -> Statement:
-    """``s`` ``shift`` textual positions later (its schedule's first dimension)."""
-    space = s.schedule.get_space()
-    ma = isl.MultiAff.identity(isl.Space.map_from_set(space.range()))
-    ma = ma.set_aff(0, ma.get_aff(0).add_constant_val(isl.Val(shift)))
-    return replace(s, schedule=s.schedule.apply_range(isl.Map.from_multi_aff(ma)))
-
-
 def _redirected(s: Statement, perms: dict[str, tuple[str, isl.Map]]) -> Statement:
     """``s`` with its references of the relaid arrays on their twins, index moved."""
     if not any(a.array in perms for a in s.accesses):
@@ -210,43 +212,6 @@ def _redirected(s: Statement, perms: dict[str, tuple[str, isl.Map]]) -> Statemen
     return replace(s, body=body, accesses=accesses)
 
 
-def _copy(scop: Scop, name: str, elements: isl.Set, source: Array, into: bool,
-          twin: str, position: int, loops: list[Loop]) -> Statement:
-    """``twin[moved c] = source[c]`` (``into``) or ``source[c] = twin[moved c]`` over
-    ``elements`` (indices of ``source``), at textual ``position``."""
-    r = source.rank
-    iterators = tuple(f"{ITERATOR}{k}" for k in range(r))
-    domain = elements.coalesce().set_tuple_name(name)
-    for k, it in enumerate(iterators):
-        domain = domain.set_dim_name(isl.dim_type.set, k, it)
-    domain = domain.intersect_params(scop.context).coalesce()
-    loc = SourceLoc(source.loc.file, source.loc.line)
-    index = tuple(ir.IntVar(it) for it in iterators)
-    b = _Builder(scop.parameters, iterators)
-    affs = [b.int_expr(e, loc) for e in index]
-    original = map_from_pw_affs(affs, domain, source.name)
-    relaid = map_from_pw_affs(list(moved(tuple(affs))), domain, twin)
-    orig_ref = ir.ArrayRef(source.name, index, loc)
-    twin_ref = ir.ArrayRef(twin, moved(index), loc)
-    if into:
-        body = ir.Assign(twin_ref, "=", orig_ref, loc)
-        accesses = (Access(name, 0, source.name, "read", original, index, loc),
-                    Access(name, 1, twin, "write", relaid, moved(index), loc))
-    else:
-        body = ir.Assign(orig_ref, "=", twin_ref, loc)
-        accesses = (Access(name, 0, twin, "read", relaid, moved(index), loc),
-                    Access(name, 1, source.name, "write", original, index, loc))
-    sched = [b.const(position)]
-    for it in iterators:
-        sched += [b.var(it, loc), b.const(0)]
-    ids = []
-    for k, it in enumerate(iterators):
-        ids.append(len(loops))
-        loops.append(Loop(len(loops), it, k, (name,), loc))
-    return Statement(name, iterators, domain, map_from_pw_affs(sched, domain, None), body,
-                     accesses, tuple(ids), loc)
-
-
 def _touched(scop: Scop, array: str, kind: str) -> isl.Set | None:
     """The elements of ``array`` the region's ``kind`` references touch (None: none);
     for ``"entry"`` those of the reads no write of the region precedes (the values that
@@ -256,12 +221,13 @@ def _touched(scop: Scop, array: str, kind: str) -> isl.Set | None:
         for a, instances in sourceless_reads(scop, array):
             r = a.relation.intersect_domain(instances).range()
             found = r if found is None else found.union(r)
-        return None if found is None else found.coalesce()
+        return None if found is None or found.is_empty() else found.coalesce()
     for a in scop.accesses:
         if a.array == array and a.kind == kind:
             r = a.relation.range()
             found = r if found is None else found.union(r)
-    return found
+    # (the references of a statement that never runs touch nothing: no copy for them)
+    return None if found is None or found.is_empty() else found
 
 
 def relaid_region(scop: Scop, arrays: list[Array]) -> tuple[Scop, tuple[Relaid, ...]]:
@@ -274,7 +240,7 @@ def relaid_region(scop: Scop, arrays: list[Array]) -> tuple[Scop, tuple[Relaid, 
         reads[array.name] = _touched(scop, array.name, "entry")
         writes[array.name] = _touched(scop, array.name, "write")
     copies_in = sum(1 for a in arrays if reads[a.name] is not None)
-    body = [_moved_by(_redirected(s, perms), copies_in) for s in scop.statements]
+    body = [moved_on(_redirected(s, perms), copies_in) for s in scop.statements]
     last = max((_position(s) for s in body), default=copies_in)
     loops = list(scop.loops)
     first, after, relaid = [], [], []
@@ -282,15 +248,19 @@ def relaid_region(scop: Scop, arrays: list[Array]) -> tuple[Scop, tuple[Relaid, 
         name = perms[array.name][0]
         cin = cout = None
         taken = replace(scop, statements=tuple(body + first + after))
+        loc = SourceLoc(array.loc.file, array.loc.line)
+        same = tuple(range(array.rank))
         if reads[array.name] is not None:
             cin = _fresh_statement(taken)
-            first.append(_copy(scop, cin, reads[array.name], array, True, name,
-                               len(first), loops))
+            first.append(copy_statement(scop, cin, reads[array.name], (array.name, same),
+                                        (name, moved(same)), loc, len(first), loops,
+                                        ITERATOR))
             taken = replace(scop, statements=tuple(body + first + after))
         if writes[array.name] is not None:
             cout = _fresh_statement(taken)
-            after.append(_copy(scop, cout, writes[array.name], array, False, name,
-                               last + 1 + len(after), loops))
+            after.append(copy_statement(scop, cout, writes[array.name], (name, moved(same)),
+                                        (array.name, same), loc, last + 1 + len(after),
+                                        loops, ITERATOR))
         relaid.append(Relaid(array.name, name, cin, cout))
     new = replace(scop, arrays=scop.arrays + tuple(twins),
                   statements=_padded(first + body + after), loops=tuple(loops))

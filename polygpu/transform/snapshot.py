@@ -33,10 +33,9 @@ import islpy as isl
 
 from polygpu.errors import SourceLoc
 from polygpu.frontend import ir
-from polygpu.model.build import _Builder, map_from_pw_affs
 from polygpu.model.isl_budget import OutOfBudget, isl_operation_budget
 from polygpu.model.isl_util import maps_of
-from polygpu.model.scop import Access, Loop, Scop, Statement
+from polygpu.model.scop import Access, Scop
 from polygpu.transform.expand import (
     EXPANSION_OPERATIONS,
     Refusal,
@@ -45,6 +44,8 @@ from polygpu.transform.expand import (
     _make_array,
     _map_refs,
     _padded,
+    copy_statement,
+    moved_on,
 )
 
 PREFIX = "pg_s_"  # frontend/names.py reserves pg_: no user name can clash
@@ -143,14 +144,6 @@ def snapshot_inputs(scop: Scop) -> Snapshot:
     return Snapshot(scop, tuple(taken), tuple(refused))
 
 
-def _shifted(s: Statement) -> Statement:
-    """``s`` one textual position later (its schedule's first dimension plus one)."""
-    space = s.schedule.get_space()
-    ma = isl.MultiAff.identity(isl.Space.map_from_set(space.range()))
-    ma = ma.set_aff(0, ma.get_aff(0).add_constant_val(isl.Val(1)))
-    return replace(s, schedule=s.schedule.apply_range(isl.Map.from_multi_aff(ma)))
-
-
 def _snapshot(scop: Scop, array, reads: list[Access]) -> tuple[Scop, Snapshotted]:
     taken = {a.name for a in scop.arrays}
     name, k = PREFIX + array.name, 2
@@ -176,40 +169,19 @@ def _snapshot(scop: Scop, array, reads: list[Access]) -> tuple[Scop, Snapshotted
                     isl.dim_type.out, name)) if (a.statement, a.ref) in chosen else a
                 for a in s.accesses)
             s = replace(s, body=body, accesses=accesses)
-        statements.append(_shifted(s))
+        statements.append(moved_on(s, 1))
 
     # the copy: every element the redirected reads touch, before everything else
     elements = None
     for a in reads:
         r = a.relation.range()
         elements = r if elements is None else elements.union(r)
-    rank = array.rank
-    iterators = tuple(f"{ITERATOR}{k}" for k in range(rank))
     copy_name = _fresh_statement(scop)
-    domain = elements.coalesce().set_tuple_name(copy_name)
-    for k, it in enumerate(iterators):
-        domain = domain.set_dim_name(isl.dim_type.set, k, it)
-    domain = domain.intersect_params(scop.context).coalesce()
     loc = SourceLoc(array.loc.file, array.loc.line)
-    index = tuple(ir.IntVar(it) for it in iterators)
-    body = ir.Assign(ir.ArrayRef(name, index, loc), "=", ir.ArrayRef(array.name, index, loc),
-                     loc)
-    b = _Builder(scop.parameters, iterators)
-    affs = [b.int_expr(e, loc) for e in index]
-    accesses = (Access(copy_name, 0, array.name, "read",
-                       map_from_pw_affs(affs, domain, array.name), index, loc),
-                Access(copy_name, 1, name, "write",
-                       map_from_pw_affs(affs, domain, name), index, loc))
-    sched = [b.const(0)]
-    for it in iterators:
-        sched += [b.var(it, loc), b.const(0)]
     loops = list(scop.loops)
-    ids = []
-    for k, it in enumerate(iterators):
-        ids.append(len(loops))
-        loops.append(Loop(len(loops), it, k, (copy_name,), loc))
-    copy = Statement(copy_name, iterators, domain, map_from_pw_affs(sched, domain, None),
-                     body, accesses, tuple(ids), loc)
+    same = tuple(range(array.rank))
+    copy = copy_statement(scop, copy_name, elements, (array.name, same), (name, same), loc,
+                          0, loops, ITERATOR)
     new = replace(scop, arrays=scop.arrays + (copy_array,),
                   statements=_padded([copy] + statements), loops=tuple(loops))
     texts = tuple(f"{a.statement}#{a.ref} {a.text}" for a in reads)
