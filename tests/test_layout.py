@@ -344,6 +344,9 @@ def test_a_relayout_variant_is_refused_where_nothing_is_interleaved():
     with pytest.raises(PolygpuError, match="relayout"):
         compile_variant(prepared, Variant(relayout=True))
     assert compile_variant(prepared, Variant()).relayout is None
+    # the model prices it as a plan that cannot be built, with the reason
+    estimate = plan_model.estimate(prepared, Variant(relayout=True), {"nb": 37, "n": 5})
+    assert estimate.seconds == float("inf") and "relayout" in estimate.error
 
 
 # --------------------------------------------------------------------------------------

@@ -431,7 +431,10 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
              limits: Limits = SM_90) -> PlanEstimate:
     """The model's seconds for ``variant`` at ``params`` (infinite, with the reason, for
     a plan that cannot be built)."""
-    target = prepared.of(variant)[0]  # a relayout's: the relaid region
+    try:
+        target = prepared.of(variant)[0]  # a relayout's: the relaid region
+    except PolygpuError as e:
+        return PlanEstimate(variant, math.inf, 0, "", str(e).splitlines()[0])
     if variant.candidate < len(target.candidates):
         variant = batch_on_device(target.candidates[variant.candidate], variant)
     try:
