@@ -188,7 +188,8 @@ class Prepared:
         """The region with its interleaved arrays relaid (transform/layout.py), its
         candidates the body's launched ones between the transposes
         (schedule/relayout.py), or None where nothing is interleaved: what a
-        ``relayout`` variant compiles.  Built on first use: only a batch's search asks."""
+        ``relayout`` variant compiles.  Built on first use (the model and the search
+        ask; a region without an interleaved array answers at once)."""
         return self._relaid[0]
 
     @cached_property

@@ -513,7 +513,7 @@ def test_proof_refuses_a_copy_that_computes_instead_of_copying(mm_soa):
 def test_the_search_space_offers_relaid_plans_of_an_interleaved_batch():
     """``space.space``: beside the interleaved plans, the relaid nest's element plans
     (the 64 x 64 tile at n = 64) and some of its plain shapes, all with relayout set;
-    none for a batch stored element-outermost."""
+    none for a batch stored element-outermost, nor for a region that is no batch."""
     from polygpu.search.space import space
 
     params = {"nb": 31_250, "n": 64}
@@ -524,6 +524,12 @@ def test_the_search_space_offers_relaid_plans_of_an_interleaved_batch():
     aos = {"nb": 31_250, "n": 64}
     assert not any(v.relayout for v in space(prepare("kernels/batched_mm.c", params=aos),
                                              aos))
+    # tmv's a[j][i] has the outer loop's iterator last, but it is no batch of elements:
+    # a relaid twin exists, and neither the model nor the search offers it
+    tmv = prepare("kernels/tmv.c")
+    assert tmv.relaid is not None
+    assert not any(v.relayout for v in space(tmv, {"n": 4096}))
+    assert not any(v.relayout for v in plan_model.plan_variants(tmv, {"n": 4096}))
 
 
 def test_a_relayout_that_would_not_fit_in_the_device_is_not_chosen():

@@ -610,11 +610,15 @@ def space(prepared: Prepared, params: Mapping[str, int],
                     result += [replace(device, resident=r) for r in twins]
     # an interleaved batch's plans also on the element-outermost copy (transposed in and
     # out: transform/layout.py): the element plans of that nest and the first of its
-    # plain shapes
+    # plain shapes -- where it is a batch of elements (element plans exist): a region
+    # whose arrays merely have the outer loop's iterator last (tmv's a[j][i]) keeps its
+    # search as it was
     body = prepared.relaid_body
     if body is not None:
         for s in shapes(body, params, options.candidates):
             sized = element_variants(s) if body.candidates[s.candidate].coalesced else []
+            if not sized:
+                continue
             for v in sized + variants(s, options)[:RELAYOUT_VARIANTS]:
                 v = replace(v, relayout=True)
                 if v not in result:
