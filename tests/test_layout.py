@@ -187,6 +187,18 @@ def test_sourceless_reads_are_per_reference(path):
 # --------------------------------------------------------------------------------------
 
 
+def _dropped(scop, name: str, drop: str):
+    """Copy statement ``name``'s domain without element 0 of the batch (``"element 0"``)
+    or without its last point (``"last element"``)."""
+    domain = scop.statement(name).domain
+    if drop == "element 0":
+        smaller = domain.intersect(isl.Set(f"{{ {name}[c0, c1, c2] : c2 > 0 }}"))
+    else:
+        smaller = domain.subtract(domain.lexmax())
+    assert not smaller.is_equal(domain)
+    return smaller
+
+
 @pytest.mark.parametrize(("consistent", "reason"), [
     (True, "a read of pg_l_a precedes every write of its element"),
     (False, "the copy in of a misses elements the region reads on entry"),
@@ -198,12 +210,7 @@ def test_proof_refuses_a_copy_in_that_misses_elements(mm_soa, consistent, reason
     read without a writer is found; only its domain shrunk, the coverage check finds it."""
     scop, new, relaid = mm_soa
     name = relaid[0].copy_in
-    domain = new.statement(name).domain
-    if drop == "element 0":
-        smaller = domain.intersect(isl.Set(f"{{ {name}[c0, c1, c2] : c2 > 0 }}"))
-    else:
-        smaller = domain.subtract(domain.lexmax())
-    assert not smaller.is_equal(domain)
+    smaller = _dropped(new, name, drop)
     tampered = _with(new, name, lambda s: _restricted(s, smaller) if consistent
                      else replace(s, domain=smaller))
     assert verify_relayout(scop, tampered, relaid) == reason
@@ -214,11 +221,7 @@ def test_proof_refuses_a_copy_out_that_misses_elements(mm_soa, drop):
     """The caller's c would keep stale entries where the copy out writes nothing."""
     scop, new, relaid = mm_soa
     name = relaid[2].copy_out
-    domain = new.statement(name).domain
-    if drop == "element 0":
-        smaller = domain.intersect(isl.Set(f"{{ {name}[c0, c1, c2] : c2 > 0 }}"))
-    else:
-        smaller = domain.subtract(domain.lexmax())
+    smaller = _dropped(new, name, drop)
     tampered = _with(new, name, lambda s: _restricted(s, smaller))
     assert verify_relayout(scop, tampered, relaid) == \
         "the copy out of c writes other elements than the region"

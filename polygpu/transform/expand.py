@@ -449,6 +449,16 @@ def _first_position(s: Statement) -> int:
     return int(val.to_python()) if val.is_int() else 0  # NaN: a statement that never runs
 
 
+def fresh_array_name(scop: Scop, prefix: str, base: str) -> str:
+    """``prefix + base``, or with ``_2``, ``_3``, .. appended until no array of ``scop``
+    has the name (a copy's name; frontend/names.py reserves ``pg_`` for them)."""
+    taken = {a.name for a in scop.arrays}
+    name, k = prefix + base, 2
+    while name in taken:
+        name, k = f"{prefix}{base}_{k}", k + 1
+    return name
+
+
 def _fresh_statement(scop: Scop) -> str:
     taken = {s.name for s in scop.statements}
     k = len(scop.statements)

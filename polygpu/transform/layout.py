@@ -54,6 +54,7 @@ from polygpu.transform.expand import (
     _padded,
     _without_source,
     copy_statement,
+    fresh_array_name,
     moved_on,
     sourceless_reads,
 )
@@ -179,14 +180,6 @@ def _relaid_array(scop: Scop, array: Array, name: str) -> Array:
                  extent=extent, kind="scratch", loc=array.loc)
 
 
-def _fresh_name(scop: Scop, array: Array) -> str:
-    taken = {a.name for a in scop.arrays}
-    name, k = PREFIX + array.name, 2
-    while name in taken:
-        name, k = f"{PREFIX}{array.name}_{k}", k + 1
-    return name
-
-
 def _position(s: Statement) -> int:
     """The first (textual position) dimension of a 2d+1 schedule."""
     v = s.schedule.plain_get_val_if_fixed(isl.dim_type.out, 0)
@@ -222,19 +215,17 @@ def _touched(scop: Scop, array: str, kind: str) -> isl.Set | None:
             r = a.relation.intersect_domain(instances).range()
             found = r if found is None else found.union(r)
         return None if found is None or found.is_empty() else found.coalesce()
-    for a in scop.accesses:
-        if a.array == array and a.kind == kind:
-            r = a.relation.range()
-            found = r if found is None else found.union(r)
+    touched = scop.access_map(kind, array).range()
     # (the references of a statement that never runs touch nothing: no copy for them)
-    return None if found is None or found.is_empty() else found
+    return None if touched.is_empty() else isl.Set.from_union_set(touched)
 
 
 def relaid_region(scop: Scop, arrays: list[Array]) -> tuple[Scop, tuple[Relaid, ...]]:
     """``scop`` with ``arrays`` relaid (module doc), unproven."""
     perms, twins, reads, writes = {}, [], {}, {}
     for array in arrays:
-        name = _fresh_name(replace(scop, arrays=scop.arrays + tuple(twins)), array)
+        name = fresh_array_name(replace(scop, arrays=scop.arrays + tuple(twins)), PREFIX,
+                                array.name)
         twins.append(_relaid_array(scop, array, name))
         perms[array.name] = (name, _permutation(array, name))
         reads[array.name] = _touched(scop, array.name, "entry")

@@ -45,6 +45,7 @@ from polygpu.transform.expand import (
     _map_refs,
     _padded,
     copy_statement,
+    fresh_array_name,
     moved_on,
 )
 
@@ -145,10 +146,7 @@ def snapshot_inputs(scop: Scop) -> Snapshot:
 
 
 def _snapshot(scop: Scop, array, reads: list[Access]) -> tuple[Scop, Snapshotted]:
-    taken = {a.name for a in scop.arrays}
-    name, k = PREFIX + array.name, 2
-    while name in taken:
-        name, k = f"{PREFIX}{array.name}_{k}", k + 1
+    name = fresh_array_name(scop, PREFIX, array.name)
     copy_array = _make_array(scop, name, array, ())
     chosen = {(a.statement, a.ref) for a in reads}
     subscripts = {(a.statement, a.subscripts) for a in reads}
