@@ -409,13 +409,19 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         shared = [b for b in buffers if b.space == "shared"]
         # resident arrays (in no kernel's shared buffers: residence.py) are read and
         # written in their resident buffers, the kernel's register copies included
-        views = {a: (v, everyone) for a, v in resident_views.items()}
-        # a specialized kernel's bases as its known grid and threads simplify them
-        known = thread_context(scop, kernel, threads=True) if scop.fixed_parameters \
-            else None
-        views |= {b.array: (staging.view(b, index64, known), b.statements)
-                  for b in buffers if not b.refs}
-        ref_views = {ref: staging.view(b, index64, known) for b in buffers for ref in b.refs}
+        def views_of(k: TiledKernel, buffers=buffers):
+            """How references print into the buffers, in ``k``'s code: a specialized
+            kernel's bases simplified by its known grid and threads (and its ``blocks``:
+            a split kernel's whole tiles may be the first block alone)."""
+            known = thread_context(scop, k, threads=True) if scop.fixed_parameters \
+                else None
+            views = {a: (v, everyone) for a, v in resident_views.items()}
+            views |= {b.array: (staging.view(b, index64, known), b.statements)
+                      for b in buffers if not b.refs}
+            return views, {ref: staging.view(b, index64, known)
+                           for b in buffers for ref in b.refs}
+
+        views, ref_views = views_of(kernel)
         dynamic = plan is not None and plan.shared_bytes(kernel.index) > STATIC_SHARED_BYTES
         printer = Printer(shapes, frozenset(), {}, constants=constants, index64=index64,
                           buffers=resident_views)
@@ -481,7 +487,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             for half, k in (("whole", halves.full), ("partial", halves.partial)):
                 code, call = _half_function(
                     scop, kernel, f"{name}_{half}", args, buffers + resident, itype,
-                    _work(scop, k, buffers, views, ref_views, constants, printer, index64))
+                    _work(scop, k, buffers, *views_of(k), constants, printer, index64))
                 parts.append(code)
                 calls.append(call)
             body.append(cgen.If(halves.condition, *calls))

@@ -232,7 +232,8 @@ def _plans(prepared: Prepared, params: Mapping[str, int]
             if host.grid_dims:
                 found += [replace(v, device_steps=True, resident=True, specialize=True)
                           for v in found if v.candidate == c]
-                found += group_variants(c, shape.extents, shape.n_mapped)
+                found += group_variants(c, shape.extents, shape.n_mapped, kernel_dims=[
+                    k.n_space for k in prepared.candidates[c].kernels])
     # an interleaved batch: its element plans also on the element-outermost copy, the
     # transposes' cost counted (transform/layout.py; after the plans above: ties keep
     # the layout the caller gave)

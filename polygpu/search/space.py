@@ -389,11 +389,17 @@ GROUP_BLOCK_THREADS = 128
 
 
 def group_variants(candidate: int, extents: Sequence[int], n_mapped: int,
-                   specialize: bool = True) -> list[Variant]:
+                   specialize: bool = True, kernel_dims: Sequence[int] = ()
+                   ) -> list[Variant]:
     """A batch's plans with a warp per element, several elements per block
     (``elements_per_block``): the warp's threads spread as the inner extents allow,
     its tile the element's extents rounded up to them (a loop of points per thread),
-    the element resident in shared memory (specialized only) and not."""
+    the element resident in shared memory (specialized only) and not.  A step of one
+    mapped dimension among steps of more (``kernel_dims``: each kernel's) takes the
+    whole warp along it, not the innermost 8 of the warp's 4 x 8, where the element is
+    wider than those 8 (Cholesky's column scaling, H200 2026-11-30: 4.876 against 5.231
+    ms at n = 64, 1.5 GB; at n = 32 2.437 against 2.747 with the 2-d steps' tile 64 x 64,
+    not the 32 x 32 taken here: unmeasured, as is n = 16)."""
     n = min(max(n_mapped, 1), MAX_MAPPED)
     extents = tuple(extents[-n:])
     threads = (32,) if n == 1 else (1,) * (n - 2) + (4, 8)
@@ -402,6 +408,11 @@ def group_variants(candidate: int, extents: Sequence[int], n_mapped: int,
     base = Variant(candidate=candidate, tile=tile, threads=threads, shared=False,
                    device_steps=True, specialize=specialize,
                    elements_per_block=GROUP_BLOCK_THREADS // 32)
+    if n > 1 and extents[-1] > threads[-1]:
+        line = replace(base, tile=(64,), threads=(32,))
+        for k, dims in enumerate(kernel_dims):
+            if dims == 1:
+                base = base.with_kernel(k, line)
     return ([replace(base, resident=True)] if specialize else []) + [base]
 
 
@@ -435,11 +446,11 @@ def element_variants(shape: Shape) -> list[Variant]:
     with a time loop over two inner dimensions, register tiles of
     :data:`REGISTER_POINTS` x :data:`REGISTER_POINTS` points a thread -- over several
     elements and the rows of each where elements are 8 to 16 wide, over the element's
-    32 x 32 up to 32, mm's 64 x 64 tile in time tiles of 16, runs of 4 and prefetched
-    copies beyond (4-byte elements only: see ``plan_model._shapes``; double-buffered
-    past 64); then a thread per row of a few whole elements from 16 points (gemv).
-    Measured on the H200 (2026-11-29, batched.md): gemm 9.9x torch.bmm at n = 8, 0.82x
-    at 128; dot and gemv 84-99 % of the copy rate at n = 16..128.  Products narrower
+    32 x 32 up to 32, a 64 x 64 tile in time tiles of 16, runs of points, prefetched
+    and double-buffered copies beyond; then a thread per row of a few whole elements
+    from 16 points (gemv).  Measured on the H200 (batched.md): gemm 9.9x torch.bmm at
+    n = 8 (2026-11-29), 1.02x / 0.97x at n = 64 / 128 (2026-11-30); dot and gemv
+    84-99 % of the copy rate at n = 16..128.  Products narrower
     than a register tile and rows of tiny elements unstaged (:func:`_tiny_variants`);
     interleaved elements, the batch innermost, by :func:`_interleaved_variants`.  Empty
     where the innermost extent is longer than 128 points (and not such a batch) or
@@ -482,17 +493,18 @@ def element_variants(shape: Shape) -> list[Variant]:
         elif min(ni, nj) > 16 and max(ni, nj) <= 32:
             found.append(Variant(candidate=c, tile=(32, 32), threads=(8, 8), jam=True,
                                  time_tile=time_tile, specialize=True))
-        elif min(ni, nj) > 32 and shape.element_bytes != 4:
-            # in double, the 32 x 32 tile of 8 x 8 threads (88 % of the copy rate at
-            # n = 32, H200; mm's 64 x 64 prefetched tile is a float plan)
-            found.append(Variant(candidate=c, tile=(32, 32), threads=(8, 8), jam=True,
-                                 time_tile=min(32, time_tile), specialize=True))
         elif min(ni, nj) > 32:
-            # past 64 points a tile's k loop has several time tiles: two buffers used in
-            # turn save a barrier each (H200, n = 128: 0.58 against 0.62 ms)
-            found.append(Variant(candidate=c, tile=(64, 64), threads=(16, 16), jam=True,
-                                 time_tile=16, unroll=4, chunk=4, prefetch=True,
-                                 double_buffer=min(ni, nj) > 64, specialize=True))
+            # a 64 x 64 tile in time tiles of 16, prefetched, two buffers used in turn:
+            # in float 8 x 4 points a thread in runs of 4 (H200, 2026-11-30: 0.563 /
+            # 0.992 ms at n = 64 / 128 against 0.674 / 1.161 for 4 x 4 points), in double
+            # 4 x 4 in runs of 2 (0.586 / 1.094 against 0.784 / 1.380 for the 32 x 32
+            # tile of 8 x 8 threads; 8 x 8 points took 0.581 / 1.005 but 254 registers,
+            # which spill in partial tiles)
+            wide = shape.element_bytes == 4
+            found.append(Variant(candidate=c, tile=(64, 64),
+                                 threads=(8, 16) if wide else (16, 16), jam=True,
+                                 time_tile=16, unroll=4, chunk=4 if wide else 2,
+                                 prefetch=True, double_buffer=True, specialize=True))
     if n == 2 and shape.has_time_loop and extents[-1] < MIN_STAGED_ELEMENT:
         # rows of tiny elements: a thread a row, several elements a block, unstaged, the
         # sizes constants (what halved the tiny products' time)
@@ -597,8 +609,9 @@ def space(prepared: Prepared, params: Mapping[str, int],
                                      resident=resident)
                     if device not in result:
                         result.append(device)
+            dims = [k.n_space for k in prepared.candidates[s.candidate].kernels]
             for device in group_variants(s.candidate, s.extents, s.n_mapped,
-                                         options.specialize):
+                                         options.specialize, dims):
                 if device not in result:
                     result.append(device)
         elif host is not None:
