@@ -2,13 +2,7 @@
 # the defaults (tuning/probes/batched_products_2026-11-30.json) timed beside them and torch;
 # Cholesky's steps with per-kernel threads; the new defaults checked at full size.
 # Usage: CASE [ARGS]
-bash .whl/install.sh >/dev/null 2>&1; export PYTHONPATH=/tmp/site:$PWD; export OUT
-run() {  # $1: name, $2: timeout, rest: tuning/batched.py arguments
-  name=$1; limit=$2; shift 2; mkdir -p $OUT/$name
-  timeout $limit python tuning/batched.py "$@" --out $OUT/$name > $OUT/log_$name.txt 2>&1
-  grep -h "^| \(gemm\|gemv\|dot\|cholesky\)" $OUT/$name/batched.md; grep '^{' $OUT/log_$name.txt | cut -c1-900
-  tail -2 $OUT/log_$name.txt | cut -c1-300
-}
+. tuning/gpu_session_run.sh  # the wheels, run()
 PROBE=tuning/probes/batched_products_2026-11-30.json
 for case in "$@"; do
   case "$case" in

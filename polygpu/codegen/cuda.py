@@ -11,13 +11,14 @@ by the statement's body with its iterators substituted.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 
 import cgen
 import islpy as isl
 
 from polygpu import __version__
-from polygpu.codegen import accumulator, full_tiles, staging
+from polygpu.codegen import accumulator, full_tiles, mma, staging
 from polygpu.codegen.expressions import (
     FAST_MATH_PRELUDE,
     INDEX64,
@@ -47,6 +48,7 @@ from polygpu.codegen.thread_ast import (
     register_loops,
     thread_context,
 )
+from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
 from polygpu.memory.placement import (
     MAX_SHARED_BYTES,
@@ -72,8 +74,12 @@ class Emitter:
                  constants: frozenset[str] = frozenset(), user=None,
                  atomic: dict[str, str] | None = None, index64: bool = False,
                  ref_buffers: dict[tuple[str, int], BufferView] | None = None,
-                 unrolled: frozenset[str] = frozenset(), lanes: int = 0, mask: str = ""):
+                 unrolled: frozenset[str] = frozenset(), lanes: int = 0, mask: str = "",
+                 fragments: mma.Fragments | None = None):
         self.scop = scop
+        # a whole register tile's time loops as tensor-core steps (codegen/mma.py)
+        self.fragments = fragments
+        self._thread_guards = 0  # depth of guards on thread ids around the node
         # a one-thread kernel run by ``lanes`` lanes of a warp (``mask``; lane _TID):
         # its sums split over the lanes, everything else done by lane 0
         # (codegen/accumulator.py)
@@ -106,6 +112,10 @@ class Emitter:
             return out
         if t == isl.ast_node_type.for_:
             it = n.for_get_iterator().get_id().get_name()
+            if self.fragments is not None and not self._thread_guards:
+                steps = mma.loop(self, n, it, self.fragments, self.itype)
+                if steps is not None:
+                    return steps
             accumulating = self._accumulating(n, it)
             if accumulating is not None:
                 return accumulating
@@ -120,10 +130,17 @@ class Emitter:
                 return [cgen.Pragma(f"unroll {self.unroll}"), loop]
             return [loop]
         if t == isl.ast_node_type.if_:
+            cond = self._c(n.if_get_cond())
+            # (a warp's instructions need every lane: none under a guard on thread ids)
+            guarded = self.fragments is not None and any(
+                re.search(rf"\b{name}\b", cond)
+                for name in (self.fragments.tx, self.fragments.ty))
+            self._thread_guards += guarded
             then = cgen.Block(self.node(n.if_get_then_node()))
             else_ = cgen.Block(self.node(n.if_get_else_node())) if n.if_has_else_node() \
                 else None
-            return [cgen.If(self._c(n.if_get_cond()), then, else_)]
+            self._thread_guards -= guarded
+            return [cgen.If(cond, then, else_)]
         if t == isl.ast_node_type.user:
             return [self.statement(n.user_get_expr())]
         if t == isl.ast_node_type.mark:
@@ -216,8 +233,19 @@ class Emitter:
         name = call.get_op_arg(0).get_id().get_name()
         stmt = self.scop.statement(name)
         args = [self._c(call.get_op_arg(k + 1)) for k in range(len(stmt.iterators))]
-        subst = {it: f"({a})" if not a.isidentifier() else a
-                 for it, a in zip(stmt.iterators, args, strict=True)}
+        return (stmt, *self._printer_of(name, dict(zip(stmt.iterators, args, strict=True))))
+
+    def printer_for(self, name: str, args: dict[str, str]) -> Printer:
+        """The printer of statement ``name``'s references with its iterators given as
+        C texts (``args``: iterator -> text)."""
+        return self._printer_of(name, {it: self._index(a) for it, a in args.items()})[0]
+
+    def _index(self, text: str) -> str:
+        return index_text(text, self.index64)
+
+    def _printer_of(self, name: str, args: dict[str, str]):
+        stmt = self.scop.statement(name)
+        subst = {it: f"({a})" if not a.isidentifier() else a for it, a in args.items()}
         target = stmt.body.target
         dtype = (self.scop.array(target.array).dtype if isinstance(target, ir.ArrayRef)
                  else self.scop.array(target.name).dtype
@@ -230,7 +258,7 @@ class Emitter:
         printer = Printer(self.shapes, self.temporaries, subst,
                           dtype if dtype.startswith("float") else "float64",
                           views, self.constants, self.index64, by_reference)
-        return stmt, printer, dtype
+        return printer, dtype
 
     def statement(self, call: isl.AstExpr):
         name = call.get_op_arg(0).get_id().get_name()
@@ -378,6 +406,8 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         parts.append(INDEX64_HELPERS)
     if fast_math:
         parts.append(FAST_MATH_PRELUDE)
+    if any(k.mma for k in kernels):
+        parts.append(mma.PRELUDE)
     for a in scop.arrays:
         if a.kind == "temporary":
             parts.append(f"__device__ {_c_type(a.dtype)} {temporary_name(a.name)};")
@@ -469,9 +499,22 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         body += staging.declarations([b for b in buffers if halves is None
                                       or b.space == "shared"], dynamic)
         threads = kernel.n_threads  # those running the kernel (device steps)
+        # tensor-core steps (codegen/mma.py): in whole tiles only, every lane present
+        fragments = mma.fragments(kernel) if kernel.mma else None
+        if fragments is not None and device_steps:
+            raise PolygpuError("variant: mma (double products on the tensor cores) runs "
+                               "in launched kernels, not in device steps")
+        if fragments is not None and not any(
+                scop.array(scop.statement(s).body.target.array).dtype == "float64"
+                for s in kernel.statements
+                if isinstance(scop.statement(s).body.target, ir.ArrayRef)):
+            raise PolygpuError(f"variant: mma (double products on the tensor cores): "
+                               f"kernel {kernel.index} writes no double array")
         if halves is None:
+            whole = fragments if fragments is not None and \
+                full_tiles.every_block_whole(scop, kernel) else None
             work = _work(scop, kernel, buffers, views, ref_views, constants, printer,
-                         index64)
+                         index64, fragments=whole)
             if device_steps and kernel.n_threads == 1 and not buffers:
                 # a one-thread step (a substitution): its sums over a warp's lanes
                 lanes, mask = _lanes(block_threads // elements, elements)
@@ -487,7 +530,8 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             for half, k in (("whole", halves.full), ("partial", halves.partial)):
                 code, call = _half_function(
                     scop, kernel, f"{name}_{half}", args, buffers + resident, itype,
-                    _work(scop, k, buffers, *views_of(k), constants, printer, index64))
+                    _work(scop, k, buffers, *views_of(k), constants, printer, index64,
+                          fragments=fragments if half == "whole" else None))
                 parts.append(code)
                 calls.append(call)
             body.append(cgen.If(halves.condition, *calls))
@@ -581,10 +625,12 @@ def _half_function(scop: Scop, kernel: TiledKernel, name: str, args, buffers, it
 
 
 def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
-          printer: Printer, index64: bool, lanes: int = 0, mask: str = "") -> list:
+          printer: Printer, index64: bool, lanes: int = 0, mask: str = "",
+          fragments: mma.Fragments | None = None) -> list:
     """One thread's work in ``kernel`` (for the blocks its ``blocks`` names): register
     copy-ins, the loops (staged or not), register copy-outs.  ``lanes``: a one-thread
-    kernel's work shared by that many lanes (:class:`Emitter`)."""
+    kernel's work shared by that many lanes; ``fragments``: its register tile's time
+    loops on the tensor cores, where every block is whole (:class:`Emitter`)."""
     registers = [b for b in buffers if b.space == "register"]
     body = []
     for b in registers:
@@ -594,7 +640,7 @@ def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
     def emitter(user):
         return Emitter(scop, kernel.unroll, views, constants, user,
                        {s: staging.atomic_function(kernel, [s]) for s in kernel.atomic},
-                       index64, ref_views, register_loops(kernel), lanes, mask)
+                       index64, ref_views, register_loops(kernel), lanes, mask, fragments)
 
     if any(b.space == "shared" for b in buffers):
         body += staging.staged_body(scop, kernel, buffers, emitter, printer)

@@ -62,6 +62,15 @@ def whole_blocks(scop: Scop, kernel: TiledKernel) -> isl.Set:
     return whole.coalesce()
 
 
+def every_block_whole(scop: Scop, kernel: TiledKernel) -> bool:
+    """Whether every block ``kernel``'s code is for runs a whole tile (its ``blocks``,
+    or the whole grid)."""
+    grid = thread_context(scop, kernel, threads=False)
+    whole = whole_blocks(scop, kernel)
+    grid = with_params(grid, param_names(whole)).align_params(whole.get_space())
+    return not whole.is_empty() and grid.is_subset(whole)
+
+
 def split(scop: Scop, kernel: TiledKernel, index_text=lambda text: text) -> TileSplit | None:
     """The split of ``kernel``, or None where it would give nothing: every block of the
     grid is whole (tiles that divide a specialized program's extents), or none is.

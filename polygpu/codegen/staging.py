@@ -83,7 +83,7 @@ def view(buffer: Buffer, index64: bool = False, known: isl.Set | None = None
     ``32 by + ty``; the register index ``(ty - (32 by + ty)) / 8`` is then no constant
     and the register tile goes to local memory (batched 32 x 32 products: a 96-byte
     stack frame).  Simplified alike, the index is the constant it is."""
-    bases = buffer.box.base
+    bases = tuple(single_piece(b) for b in buffer.box.base)
     if known is not None:
         context = known.params()
         bases = tuple(_gist(b, context) for b in bases)
@@ -93,7 +93,23 @@ def view(buffer: Buffer, index64: bool = False, known: isl.Set | None = None
 
 def _gist(pa: isl.PwAff, context: isl.Set) -> isl.PwAff:
     pa = pa.align_params(context.get_space())
-    return pa.gist_params(context.align_params(pa.get_space()))
+    return single_piece(pa.gist_params(context.align_params(pa.get_space())))
+
+
+def single_piece(pa: isl.PwAff) -> isl.PwAff:
+    """``pa`` as one affine piece where one of its pieces' expressions holds on all of
+    its domain.  Why: a buffer's base may come in pieces that agree (``64 bx`` where
+    ``tx = 0``, ``2 + 64 bx`` where ``tx = 1``, ``64 bx + 2 tx`` beyond), printed as
+    ``tx == 0 ? 0 : ...``; nvcc does not fold that out of a register index, and the
+    register tile went to local memory (a 576-byte stack frame)."""
+    pieces = pa.get_pieces()
+    if len(pieces) < 2:
+        return pa
+    for _, aff in pieces:
+        one = isl.PwAff.from_aff(aff).intersect_domain(pa.domain())
+        if one.is_equal(pa):
+            return one
+    return pa
 
 
 def declarations(buffers: list[Buffer], dynamic: bool) -> list:

@@ -74,7 +74,7 @@ def host_source(program: KernelProgram) -> str:
         program.source,
     )
     concurrent = "true" if "__syncthreads" in program.source or \
-        "__syncwarp" in program.source else "false"
+        "__syncwarp" in program.source or "pg_dmma(" in program.source else "false"
     params = ", ".join(
         f"{DTYPES[a.dtype][0]} {'*' if a.pointer else ''}{a.name}"
         for a in program.arguments

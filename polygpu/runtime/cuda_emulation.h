@@ -153,6 +153,29 @@ static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 3
     __syncwarp(mask);
     return out;
 }
+// __shfl_sync(mask, v, source, width): the value of lane `source` of the caller's segment of
+// `width` lanes, through the same exchange (codegen/mma.py's emulated tensor-core step)
+template <class T>
+static inline T __shfl_sync(unsigned mask, T v, int source, int width = 32) {
+    static_assert(sizeof(T) <= 16, "polygpu emulator: shuffle of a wide type");
+    unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned lane = t % 32;
+    polygpu_emu::WarpExchange *x;
+    {
+        std::lock_guard<std::mutex> lock(polygpu_emu::warp_barriers_mutex);
+        auto &slot = polygpu_emu::warp_exchanges[{t - lane + unsigned(__builtin_ctz(mask)), mask}];
+        if (!slot)
+            slot = std::make_unique<polygpu_emu::WarpExchange>();
+        x = slot.get();
+    }
+    memcpy(x->slot[lane], &v, sizeof(T));
+    __syncwarp(mask);
+    unsigned from = (lane & ~unsigned(width - 1)) | (unsigned(source) & unsigned(width - 1));
+    T out;
+    memcpy(&out, x->slot[from], sizeof(T));
+    __syncwarp(mask);
+    return out;
+}
 static inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 

@@ -82,6 +82,7 @@ class TiledKernel:
     chunk: int = 1  # a thread's points come in runs of up to this many (variant.chunk)
     prefetch: bool = False  # pipeline the deepest shared copy-ins through registers
     double_buffer: bool = False  # two shared buffers per staged array, in turn
+    mma: bool = False  # a register tile's time loops on the tensor cores (codegen/mma.py)
     atomic: tuple[str, ...] = ()  # statements combining their updates atomically
     warp_uniform: tuple[str, ...] = ()  # ... whose target does not move along x
     # the block ids this kernel's code is generated for (a parameter set over the
@@ -211,6 +212,7 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         chunk=variant.chunk,
         prefetch=variant.prefetch,
         double_buffer=variant.double_buffer,
+        mma=variant.mma,
         atomic=kernel.atomic,
         warp_uniform=kernel.warp_uniform,
     )
@@ -246,12 +248,22 @@ def _points_explicit(given: isl.Map, mapped: list[_Mapped]) -> isl.Map:
     (nested divisions of ``x``), its loops over a thread's points come out with bounds
     and guards that depend on the thread (``ry`` from ``-ty + (ty + 1) / 2``), the
     unrolled register tile's indices are no constants and the tile goes to local
-    memory: a batched 64 x 64 product in runs of 4 took 7.5 ms instead of 0.7 (H200,
+    memory: a batched 64 x 64 product in runs of 4 took 7.5 ms instead of 0.56 (H200,
     2026-11-30), partial tiles of every register-tiled product paid alike.  Divisions of
     the schedule's own coordinates give plain loops ``r = 0 .. 7``.  The two are proven
     equal with isl (else ``given`` is kept)."""
     if not mapped:
         return given
+    try:
+        result = _rewritten(given, mapped)
+        return result if result.is_equal(given) else given
+    except isl.Error:  # isl's own limits on quasi-affine maps: the given form serves
+        return given
+
+
+def _rewritten(given: isl.Map, mapped: list[_Mapped]) -> isl.Map:
+    """``given`` with its mapped block, thread and point coordinates unconstrained, then
+    tied to the space coordinates by the dealing (:func:`_points_explicit`)."""
     result = given
     for pos in sorted((q for m in mapped for q in (m.block, m.thread, m.point)),
                       reverse=True):
@@ -286,7 +298,7 @@ def _points_explicit(given: isl.Map, mapped: list[_Mapped]) -> isl.Map:
         bounds = (t.ge_set(zero) & t.lt_set(const(m.threads)) & r.ge_set(zero)
                   & r.lt_set(const(runs)) & g.ge_set(zero) & g.lt_set(const(m.tile)))
         result = result.intersect_range(bounds)
-    return result if result.is_equal(given) else given
+    return result
 
 
 def _free_names(scop: Scop, names) -> tuple[str, ...]:

@@ -78,6 +78,10 @@ class Variant:
     # then counts the relaid region's scheduler candidates, and its kernels include the
     # transposes
     relayout: bool = False
+    # a register tile's time loop in double as warp mma.sync.m8n8k4 steps on the tensor
+    # cores (sm_80 on; codegen/mma.py): 4 threads along x with runs of 2 points, a
+    # multiple of 8 along y
+    mma: bool = False
     # per-kernel overrides: (kernel index, ((field, value), ...)), sorted by index
     kernels: tuple[tuple[int, tuple[tuple[str, object], ...]], ...] = ()
 
@@ -142,6 +146,8 @@ class Variant:
             del data["fast_math"]
         if not self.relayout:
             del data["relayout"]
+        if not self.mma:
+            del data["mma"]
         if not self.resident:
             del data["resident"]
         if self.elements_per_block == 1:

@@ -449,7 +449,7 @@ def element_variants(shape: Shape) -> list[Variant]:
     32 x 32 up to 32, a 64 x 64 tile in time tiles of 16, runs of points, prefetched
     and double-buffered copies beyond; then a thread per row of a few whole elements
     from 16 points (gemv).  Measured on the H200 (batched.md): gemm 9.9x torch.bmm at
-    n = 8 (2026-11-29), 1.02x / 0.97x at n = 64 / 128 (2026-11-30); dot and gemv
+    n = 8 (2026-11-29), 1.04x / 0.91x at n = 64 / 128 (2026-11-30); dot and gemv
     84-99 % of the copy rate at n = 16..128.  Products narrower
     than a register tile and rows of tiny elements unstaged (:func:`_tiny_variants`);
     interleaved elements, the batch innermost, by :func:`_interleaved_variants`.  Empty

@@ -1,0 +1,258 @@
+"""Double-precision products on the tensor cores: a register tile's time loop as warp
+``mma.sync.m8n8k4.f64`` instructions (``Variant.mma``).
+
+Why: from sm_80 the FP64 tensor cores run twice the FP64 FMA rate (H100/H200: 67
+against 34 TFLOP/s), and cuBLAS's batched DGEMM reaches 38 TFLOP/s at n = 128 on an
+H200 -- above what any FMA code can (batched.md, 2026-11-30).
+
+Where it fits: a register-tiled kernel (``jam``) whose time loop runs a sum update
+``T[i][j] += X * Y`` with ``X`` free of ``j`` and ``Y`` free of ``i``, over 2 or more
+mapped dimensions with the threads laid out as the instruction's fragments are: 4
+threads along ``x`` with points in runs of 2 (``chunk`` 2: columns ``8 v + 2 tx + e``),
+a multiple of 8 along ``y`` (a warp: 8 groups of 4 lanes, one ``ty`` each).  Then lane
+``l = 4 (ty mod 8) + tx`` of a warp holds, for each of its fragments ``(u, v)``, exactly
+the accumulator pair the instruction gives lane ``l`` -- ``C[l / 4][2 (l mod 4) + e]``,
+row ``l / 4`` of the fragment being the row of the group's point ``u`` -- as its own
+register points, and supplies ``A[l / 4][l mod 4]`` (its own row, ``k0 + tx``) and
+``B[l mod 4][l / 4]`` (``k0 + tx``, column ``8 v + ty mod 8`` of the tile).  Four steps
+of the time loop become one instruction per fragment.
+
+Exactness: the same products, summed four at a time in the instruction's own order (a
+reduction's reassociation, as the lanes' split sums of codegen/cuda.py), checked like
+every program.  Only time loops of whole tiles take it -- every point of the thread
+present, a trip count that is a multiple of 4 -- others keep their FMA code.  Without
+sm_80 (and on the CPU emulator) ``pg_dmma`` computes the same with shuffles.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import cgen
+import islpy as isl
+
+from polygpu.errors import PolygpuError
+from polygpu.frontend import ir
+from polygpu.model import atomic
+from polygpu.schedule.tiling import TiledKernel
+
+FUNCTION = "pg_dmma"
+K_STEP = 4  # the instruction's k: four steps of the time loop
+
+PRELUDE = r"""// C[l/4][2(l%4)+{0,1}] += sum over q < 4 of A[l/4][q] B[q][l/4'] on lane l of a warp:
+// mma.sync.m8n8k4 in double (codegen/mma.py); lane l gives A[l/4][l%4] and B[l%4][l/4]
+__device__ __forceinline__ void pg_dmma(double &c0, double &c1, double a, double b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+               : "+d"(c0), "+d"(c1) : "d"(a), "d"(b));
+#else
+  const unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const int g = (t % 32) / 4, q = (t % 32) % 4;
+  for (int s = 0; s < 4; s++) {
+    const double as = __shfl_sync(0xffffffffu, a, 4 * g + s);
+    const double b0 = __shfl_sync(0xffffffffu, b, 8 * q + s);
+    const double b1 = __shfl_sync(0xffffffffu, b, 8 * q + 4 + s);
+    c0 = fma(as, b0, c0);
+    c1 = fma(as, b1, c1);
+  }
+#endif
+}"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Fragments:
+    """A kernel's register tile as the instruction's fragments: ``rows`` fragments down
+    (a thread's points along y), ``cols`` across (its runs of 2 along x); ``tx``,
+    ``ty``: the thread ids' C names."""
+
+    rows: int
+    cols: int
+    tx: str
+    ty: str
+
+
+def fragments(kernel: TiledKernel) -> Fragments:
+    """``kernel``'s fragments; PolygpuError (bad input: the variant) where its threads
+    are not laid out as the instruction needs."""
+    tile, threads = kernel.tile, kernel.threads  # x first
+    need = []
+    if kernel.n_mapped < 2 or not kernel.unroll_dims:
+        need.append("a register tile (jam) over two mapped dimensions")
+    else:
+        if threads[0] != 4 or kernel.chunk != 2 or kernel.blocked:
+            need.append("4 threads along x with runs of 2 points (chunk 2, not blocked)")
+        if threads[1] % 8 or tile[1] % threads[1]:
+            need.append("a multiple of 8 threads along y, dividing the tile")
+        if tile[0] % 8:
+            need.append("a tile along x that is a multiple of 8")
+    if need:
+        raise PolygpuError(f"variant: mma (double products on the tensor cores) needs "
+                           f"{'; '.join(need)}; kernel {kernel.index} has tile "
+                           f"{tuple(reversed(tile))}, threads {tuple(reversed(threads))}")
+    return Fragments(rows=tile[1] // threads[1], cols=tile[0] // 8,
+                     tx=kernel.thread_names[0], ty=kernel.thread_names[1])
+
+
+def product(stmt) -> tuple[ir.Expr, ir.Expr] | None:
+    """``(X, Y)`` of a statement ``T += X * Y`` (either factor order), else None."""
+    found = atomic.sum_update(stmt.body)
+    if found is None or found[1] < 0:
+        return None
+    term = found[0]
+    if not isinstance(term, ir.BinOp) or term.op != "*":
+        return None
+    return term.lhs, term.rhs
+
+
+def names_in(e) -> set[str]:
+    """The iterator and parameter names an IR expression reads."""
+    if isinstance(e, ir.IntVar):
+        return {e.name}
+    found = set()
+    if dataclasses.is_dataclass(e):
+        for f in dataclasses.fields(e):
+            value = getattr(e, f.name)
+            for v in value if isinstance(value, tuple) else (value,):
+                if isinstance(v, (ir.Expr, ir.IntExpr)):
+                    found |= names_in(v)
+    return found
+
+
+def _constant(e: isl.AstExpr) -> int | None:
+    text = e.to_C_str()
+    return int(text) if re.fullmatch(r"-?\d+", text) else None
+
+
+def points(node: isl.AstNode, unrolled: frozenset[str], values: dict[str, int]
+           ) -> list[tuple[str, list[str]]] | None:
+    """The statement calls of a register tile's body in order, each ``(name, argument
+    texts)`` with the tile's loop counters replaced by their values; None where the
+    body holds anything else (a guard: a partial tile)."""
+    t = node.get_type()
+    if t == isl.ast_node_type.block:
+        out = []
+        children = node.block_get_children()
+        for k in range(children.n_ast_node()):
+            part = points(children.get_at(k), unrolled, values)
+            if part is None:
+                return None
+            out += part
+        return out
+    if t == isl.ast_node_type.mark:
+        return points(node.mark_get_node(), unrolled, values)
+    if t == isl.ast_node_type.for_:
+        it = node.for_get_iterator().get_id().get_name()
+        cond = node.for_get_cond()
+        first = _constant(node.for_get_init())
+        if it not in unrolled or first is None or _constant(node.for_get_inc()) != 1 or \
+                cond.get_op_n_arg() != 2 or cond.get_op_arg(0).to_C_str() != it:
+            return None
+        last = _constant(cond.get_op_arg(1))
+        op = cond.get_op_type()
+        if last is None or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
+            return None
+        last -= op == isl.ast_expr_op_type.lt
+        out = []
+        for v in range(first, last + 1):
+            part = points(node.for_get_body(), unrolled, values | {it: v})
+            if part is None:
+                return None
+            out += part
+        return out
+    if t == isl.ast_node_type.user:
+        call = node.user_get_expr()
+        name = call.get_op_arg(0).get_id().get_name()
+        args = []
+        for k in range(1, call.get_op_n_arg()):
+            text = call.get_op_arg(k).to_C_str()
+            for var, value in values.items():
+                text = re.sub(rf"\b{re.escape(var)}\b", f"({value})", text)
+            args.append(text)
+        return [(name, args)]
+    return None
+
+
+def trip(node: isl.AstNode, it: str) -> tuple[str, int] | None:
+    """``(first, count)`` of a loop ``for (it = first; it <= first + count - 1; it++)``
+    whose count is a multiple of :data:`K_STEP`, else None."""
+    cond, init = node.for_get_cond(), node.for_get_init().to_C_str()
+    if _constant(node.for_get_inc()) != 1 or cond.get_op_n_arg() != 2 or \
+            cond.get_op_arg(0).to_C_str() != it or \
+            cond.get_op_type() != isl.ast_expr_op_type.le:
+        return None
+    bound = cond.get_op_arg(1).to_C_str()
+    if _constant(node.for_get_init()) is not None and _constant(cond.get_op_arg(1)) \
+            is not None:
+        count = int(bound) - int(init) + 1
+    else:
+        m = re.fullmatch(rf"{re.escape(init)} \+ (\d+)", bound)
+        if m is None:
+            return None
+        count = int(m[1]) + 1
+    return (init, count) if count > 0 and count % K_STEP == 0 else None
+
+
+def loop(emitter, node: isl.AstNode, it: str, shape: Fragments, itype: str) -> list | None:
+    """The time loop ``node`` (over ``it``) as tensor-core steps, or None where it is
+    not one over a whole register tile of one product statement (the caller then
+    prints it as written)."""
+    counted = trip(node, it)
+    if counted is None:
+        return None
+    calls = points(node.for_get_body(), emitter.unrolled, {})
+    per_row = 2 * shape.cols
+    if not calls or len(calls) != shape.rows * per_row or \
+            len({name for name, _ in calls}) != 1:
+        return None
+    name = calls[0][0]
+    if name not in emitter.statements or name in emitter.atomic or emitter.lanes:
+        return None
+    stmt = emitter.scop.statement(name)
+    factors = product(stmt)
+    first = calls[0][1]
+    if factors is None or shape.rows < 2 or first.count(it) == 0:
+        return None
+    # which iterator is the row (changes between rows), the column, the time step
+    k_pos = [p for p, a in enumerate(first) if a == it]
+    i_pos = [p for p, (a, b) in enumerate(zip(first, calls[per_row][1], strict=True))
+             if a != b]
+    j_pos = [p for p, (a, b) in enumerate(zip(first, calls[1][1], strict=True)) if a != b]
+    if len(k_pos) != 1 or len(i_pos) != 1 or len(j_pos) != 1:
+        return None
+    iters = stmt.iterators
+    i, j, k = iters[i_pos[0]], iters[j_pos[0]], iters[k_pos[0]]
+    x, y = factors
+    if j in names_in(x):
+        x, y = y, x
+    if j in names_in(x) or i in names_in(y):
+        return None
+    target = stmt.body.target
+    if emitter.scop.array(target.array).dtype != "float64":
+        return None
+    step = f"({it} + {shape.tx})"  # the lane's k within the instruction's four
+
+    def printed(point: int, subst: dict[str, str]):
+        args = dict(zip(iters, calls[point][1], strict=True)) | subst
+        return emitter.printer_for(name, args)
+
+    # point u * per_row + 2 v + e of the thread: its row u's, its column 8 v + 2 tx + e
+    # of the tile (runs of 2 over 4 threads); fragment (u, v)'s rows are the rows the
+    # warp's 8 groups of 4 lanes hold, its columns 8 v .. 8 v + 7
+    body = []
+    for u in range(shape.rows):
+        body.append(cgen.Statement(f"const double pg_mma_a{u} = "
+                                   f"{printed(u * per_row, {k: step}).value(x)}"))
+    for v in range(shape.cols):
+        col = f"({calls[2 * v][1][j_pos[0]]}) - 2 * {shape.tx} + {shape.ty} % 8"
+        body.append(cgen.Statement(f"const double pg_mma_b{v} = "
+                                   f"{printed(2 * v, {j: col, k: step}).value(y)}"))
+    for u in range(shape.rows):
+        for v in range(shape.cols):
+            pair = [printed(u * per_row + 2 * v + e, {}).ref(target) for e in (0, 1)]
+            body.append(cgen.Statement(f"{FUNCTION}({pair[0]}, {pair[1]}, pg_mma_a{u}, "
+                                       f"pg_mma_b{v})"))
+    start, count = counted
+    return [cgen.For(f"{itype} {it} = {start}", f"{it} <= {start} + {count - 1}",
+                     f"{it} += {K_STEP}", cgen.Block(body))]

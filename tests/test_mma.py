@@ -1,0 +1,99 @@
+"""Double products on the tensor cores (``Variant.mma``, codegen/mma.py): the time loop
+of a whole register tile as warp mma.sync.m8n8k4 steps, exact on the emulator (whose
+``pg_dmma`` computes the instruction with shuffles), partial tiles left as FMA code, and
+clear errors where the plan cannot take it."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from polygpu.errors import PolygpuError
+from polygpu.pipeline import compile_region
+from polygpu.runtime.check import check_program
+from polygpu.schedule.variant import Variant
+
+BATCHED = "kernels/batched_mm.c"
+GEMM = "kernels/polybench/gemm.c"
+DOUBLE = ("DATA_TYPE=double",)
+# 64 x 64 tiles, 4 threads along x with runs of 2 points, 32 along y: 2 x 16 points a
+# thread, 2 x 8 fragments a warp's
+MMA = Variant(tile=(64, 64), threads=(32, 4), jam=True, time_tile=16, unroll=4, chunk=2,
+              prefetch=True, double_buffer=True, specialize=True, mma=True)
+
+
+def _checked(spec: str, sizes: dict, variant: Variant = MMA, defines=()):
+    compiled = compile_region(spec, variant=variant, params=sizes, defines=defines)
+    result = check_program(compiled.program, compiled.source_scop, spec, sizes, seed=7,
+                           defines=defines)
+    assert result.ok, result.message
+    return compiled.program.source
+
+
+def test_a_whole_tile_batched_product_runs_on_the_tensor_cores_exactly():
+    """n = 64 under 64 x 64 tiles: every block whole, each k step of 4 one instruction
+    per fragment (2 x 8 of them), operands read at the lane's own k (``c8 + tx``) and
+    the tile's column ``8 v + ty % 8``; the emulator's result matches the loop nest."""
+    source = _checked(BATCHED, {"nb": 3, "n": 64}, defines=DOUBLE)
+    assert "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64" in source
+    body = source.split("__global__", 1)[1]
+    calls = re.findall(r"pg_dmma\(c_reg", body)
+    assert calls and len(calls) % (2 * 8) == 0
+    assert "c8 += 4" in body and "(c8 + tx)" in body and "ty % 8" in body
+
+
+def test_partial_tiles_keep_their_fma_code():
+    """n = 37 under 64 x 64 tiles: no block is whole, so no step takes the instruction
+    (its lanes must all be there), and the program is the FMA one -- exact."""
+    source = _checked(BATCHED, {"nb": 3, "n": 37}, defines=DOUBLE)
+    assert "pg_dmma(c_reg" not in source
+
+
+def test_polybench_gemm_with_its_scalar_on_the_tensor_cores_at_split_sizes():
+    """PolyBench's gemm (``C[i][j] += alpha * A[i][k] * B[k][j]``: the factor free of j
+    is ``alpha * A``) at sizes the tiles do not divide: whole tiles on the tensor
+    cores, the others as FMA code, both exact."""
+    source = _checked(GEMM, {"ni": 100, "nj": 72, "nk": 64})
+    (kernel,) = re.findall(r"void (gemm_kernel\d+)_whole\(", source)
+    whole, partial = source.split(f"{kernel}_whole(", 1)[1].split(f"{kernel}_partial(", 1)
+    assert "pg_dmma(" in whole and "pg_dmma(" not in partial.split("__global__")[0]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_the_instruction_is_in_the_ptx_and_the_tile_in_registers(tmp_path):
+    compiled = compile_region(BATCHED, variant=MMA, params={"nb": 3, "n": 128},
+                              defines=DOUBLE)
+    cu = tmp_path / "k.cu"
+    cu.write_text(compiled.program.source)
+    ptx = tmp_path / "k.ptx"
+    subprocess.run(["nvcc", "-arch=sm_90", "-ptx", "-o", str(ptx), str(cu)], check=True,
+                   capture_output=True)
+    text = ptx.read_text()
+    assert text.count("mma.sync.aligned.m8n8k4.row.col.f64") >= 2 * 8
+    assert "fma.rn.f64" not in text  # whole tiles only at n = 128: no FMA products left
+    from polygpu.search.occupancy import resource_usage
+    (r,) = resource_usage(compiled.program.source).values()
+    assert (r.stack, r.spill_stores) == (0, 0)
+
+
+@pytest.mark.parametrize(("variant", "defines", "message"), [
+    (Variant(tile=(64, 64), threads=(16, 16), jam=True, chunk=2, specialize=True,
+             mma=True), DOUBLE, "4 threads along x"),
+    (Variant(tile=(64, 64), threads=(12, 4), jam=True, chunk=2, specialize=True,
+             mma=True), DOUBLE, "multiple of 8 threads along y"),
+    (Variant(tile=(64, 64), threads=(32, 4), jam=False, chunk=2, specialize=True,
+             mma=True), DOUBLE, "register tile"),
+    (MMA, (), "writes no double array"),
+])
+def test_plans_the_instruction_cannot_take_are_refused(variant, defines, message):
+    with pytest.raises(PolygpuError, match=message):
+        compile_region(BATCHED, variant=variant, params={"nb": 3, "n": 64},
+                       defines=defines)
+
+
+def test_the_variant_names_mma_only_when_set():
+    assert "mma" not in Variant().to_json()
+    assert Variant.from_json(MMA.to_json()) == MMA and MMA.to_json()["mma"] is True

@@ -1,0 +1,11 @@
+# Shared by the GPU session scripts (tuning/gpu_session_calls_*.sh, from 2026-11-30): the
+# wheels installed, and run(), which runs tuning/batched.py into $OUT/NAME under a time
+# limit and prints what a device call's output tail should show: the table rows, the
+# JSON lines of each size as it finished, the log's last lines.
+bash .whl/install.sh >/dev/null 2>&1; export PYTHONPATH=/tmp/site:$PWD; export OUT
+run() {  # $1: name, $2: timeout, rest: tuning/batched.py arguments
+  name=$1; limit=$2; shift 2; mkdir -p $OUT/$name
+  timeout $limit python tuning/batched.py "$@" --out $OUT/$name > $OUT/log_$name.txt 2>&1
+  grep -h "^| \(gemm\|gemv\|dot\|cholesky\)" $OUT/$name/batched.md; grep '^{' $OUT/log_$name.txt | cut -c1-900
+  tail -2 $OUT/log_$name.txt | cut -c1-300
+}
