@@ -131,50 +131,44 @@ struct WarpExchange {
 };
 static std::map<std::pair<unsigned, unsigned>, std::unique_ptr<WarpExchange>> warp_exchanges;
 }  // namespace polygpu_emu
-template <class T>
-static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+namespace polygpu_emu {
+// the value of lane `source(lane)` of the caller's warp: one slot per lane of the warp's
+// exchange, written, a barrier, read, a barrier
+template <class T, class Source>
+static inline T shuffle(unsigned mask, T v, Source source) {
     static_assert(sizeof(T) <= 16, "polygpu emulator: shuffle of a wide type");
     unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     unsigned lane = t % 32;
-    polygpu_emu::WarpExchange *x;
+    WarpExchange *x;
     {
-        std::lock_guard<std::mutex> lock(polygpu_emu::warp_barriers_mutex);
-        auto &slot = polygpu_emu::warp_exchanges[{t - lane + unsigned(__builtin_ctz(mask)), mask}];
+        std::lock_guard<std::mutex> lock(warp_barriers_mutex);
+        auto &slot = warp_exchanges[{t - lane + unsigned(__builtin_ctz(mask)), mask}];
         if (!slot)
-            slot = std::make_unique<polygpu_emu::WarpExchange>();
+            slot = std::make_unique<WarpExchange>();
         x = slot.get();
     }
     memcpy(x->slot[lane], &v, sizeof(T));
     __syncwarp(mask);
-    unsigned segment = lane & ~unsigned(width - 1);
-    unsigned source = segment | ((lane ^ unsigned(lane_mask)) & unsigned(width - 1));
     T out;
-    memcpy(&out, x->slot[source], sizeof(T));
+    memcpy(&out, x->slot[source(lane)], sizeof(T));
     __syncwarp(mask);
     return out;
 }
+}  // namespace polygpu_emu
+template <class T>
+static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+    return polygpu_emu::shuffle(mask, v, [&](unsigned lane) {
+        unsigned segment = lane & ~unsigned(width - 1);
+        return segment | ((lane ^ unsigned(lane_mask)) & unsigned(width - 1));
+    });
+}
 // __shfl_sync(mask, v, source, width): the value of lane `source` of the caller's segment of
-// `width` lanes, through the same exchange (codegen/mma.py's emulated tensor-core step)
+// `width` lanes (codegen/mma.py's emulated tensor-core step)
 template <class T>
 static inline T __shfl_sync(unsigned mask, T v, int source, int width = 32) {
-    static_assert(sizeof(T) <= 16, "polygpu emulator: shuffle of a wide type");
-    unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    unsigned lane = t % 32;
-    polygpu_emu::WarpExchange *x;
-    {
-        std::lock_guard<std::mutex> lock(polygpu_emu::warp_barriers_mutex);
-        auto &slot = polygpu_emu::warp_exchanges[{t - lane + unsigned(__builtin_ctz(mask)), mask}];
-        if (!slot)
-            slot = std::make_unique<polygpu_emu::WarpExchange>();
-        x = slot.get();
-    }
-    memcpy(x->slot[lane], &v, sizeof(T));
-    __syncwarp(mask);
-    unsigned from = (lane & ~unsigned(width - 1)) | (unsigned(source) & unsigned(width - 1));
-    T out;
-    memcpy(&out, x->slot[from], sizeof(T));
-    __syncwarp(mask);
-    return out;
+    return polygpu_emu::shuffle(mask, v, [&](unsigned lane) {
+        return (lane & ~unsigned(width - 1)) | (unsigned(source) & unsigned(width - 1));
+    });
 }
 static inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 static inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
