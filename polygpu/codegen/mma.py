@@ -106,6 +106,18 @@ def product(stmt) -> tuple[ir.Expr, ir.Expr] | None:
     return term.lhs, term.rhs
 
 
+def arrays_in(e) -> set[str]:
+    """The arrays an IR expression reads."""
+    found = {e.array} if isinstance(e, ir.ArrayRef) else set()
+    if dataclasses.is_dataclass(e):
+        for f in dataclasses.fields(e):
+            value = getattr(e, f.name)
+            for v in value if isinstance(value, tuple) else (value,):
+                if isinstance(v, ir.Expr):
+                    found |= arrays_in(v)
+    return found
+
+
 def names_in(e) -> set[str]:
     """The iterator and parameter names an IR expression reads."""
     if isinstance(e, ir.IntVar):
@@ -229,8 +241,9 @@ def loop(emitter, node: isl.AstNode, it: str, shape: Fragments, itype: str) -> l
     if j in names_in(x) or i in names_in(y):
         return None
     target = stmt.body.target
-    if emitter.scop.array(target.array).dtype != "float64":
-        return None
+    if emitter.scop.array(target.array).dtype != "float64" or \
+            target.array in arrays_in(x) | arrays_in(y):
+        return None  # (a factor read of the target's array: its 4 steps stay apart)
     step = f"({it} + {shape.tx})"  # the lane's k within the instruction's four
 
     def printed(point: int, subst: dict[str, str]):
