@@ -48,7 +48,6 @@ from polygpu.codegen.thread_ast import (
     register_loops,
     thread_context,
 )
-from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
 from polygpu.memory.placement import (
     MAX_SHARED_BYTES,
@@ -238,10 +237,8 @@ class Emitter:
     def printer_for(self, name: str, args: dict[str, str]) -> Printer:
         """The printer of statement ``name``'s references with its iterators given as
         C texts (``args``: iterator -> text)."""
-        return self._printer_of(name, {it: self._index(a) for it, a in args.items()})[0]
-
-    def _index(self, text: str) -> str:
-        return index_text(text, self.index64)
+        return self._printer_of(name, {it: index_text(a, self.index64)
+                                       for it, a in args.items()})[0]
 
     def _printer_of(self, name: str, args: dict[str, str]):
         stmt = self.scop.statement(name)
@@ -500,16 +497,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
                                       or b.space == "shared"], dynamic)
         threads = kernel.n_threads  # those running the kernel (device steps)
         # tensor-core steps (codegen/mma.py): in whole tiles only, every lane present
-        fragments = mma.fragments(kernel) if kernel.mma else None
-        if fragments is not None and device_steps:
-            raise PolygpuError("variant: mma (double products on the tensor cores) runs "
-                               "in launched kernels, not in device steps")
-        if fragments is not None and not any(
-                scop.array(scop.statement(s).body.target.array).dtype == "float64"
-                for s in kernel.statements
-                if isinstance(scop.statement(s).body.target, ir.ArrayRef)):
-            raise PolygpuError(f"variant: mma (double products on the tensor cores): "
-                               f"kernel {kernel.index} writes no double array")
+        fragments = mma.fragments(scop, kernel, device_steps) if kernel.mma else None
         if halves is None:
             whole = fragments if fragments is not None and \
                 full_tiles.every_block_whole(scop, kernel) else None

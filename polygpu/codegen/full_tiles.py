@@ -62,12 +62,18 @@ def whole_blocks(scop: Scop, kernel: TiledKernel) -> isl.Set:
     return whole.coalesce()
 
 
+def _grid_and_whole(scop: Scop, kernel: TiledKernel) -> tuple[isl.Set, isl.Set]:
+    """The blocks ``kernel``'s code is for and those of them that are whole, in one
+    space."""
+    whole = whole_blocks(scop, kernel)
+    grid = thread_context(scop, kernel, threads=False)
+    return with_params(grid, param_names(whole)).align_params(whole.get_space()), whole
+
+
 def every_block_whole(scop: Scop, kernel: TiledKernel) -> bool:
     """Whether every block ``kernel``'s code is for runs a whole tile (its ``blocks``,
     or the whole grid)."""
-    grid = thread_context(scop, kernel, threads=False)
-    whole = whole_blocks(scop, kernel)
-    grid = with_params(grid, param_names(whole)).align_params(whole.get_space())
+    grid, whole = _grid_and_whole(scop, kernel)
     return not whole.is_empty() and grid.is_subset(whole)
 
 
@@ -77,9 +83,7 @@ def split(scop: Scop, kernel: TiledKernel, index_text=lambda text: text) -> Tile
     ``index_text`` turns isl's C text into the program's index type."""
     if kernel.blocks is not None:
         return None
-    grid = thread_context(scop, kernel, threads=False)
-    whole = whole_blocks(scop, kernel)
-    grid = with_params(grid, param_names(whole)).align_params(whole.get_space())
+    grid, whole = _grid_and_whole(scop, kernel)
     if whole.is_empty() or grid.is_subset(whole):
         return None
     text = isl.AstBuild.from_context(grid).expr_from_set(whole).to_C_str()

@@ -32,9 +32,11 @@ import re
 import cgen
 import islpy as isl
 
+from polygpu.codegen.thread_ast import constant_value
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
 from polygpu.model import atomic
+from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 
 FUNCTION = "pg_dmma"
@@ -73,9 +75,18 @@ class Fragments:
     ty: str
 
 
-def fragments(kernel: TiledKernel) -> Fragments:
+def fragments(scop: Scop, kernel: TiledKernel, device_steps: bool) -> Fragments:
     """``kernel``'s fragments; PolygpuError (bad input: the variant) where its threads
-    are not laid out as the instruction needs."""
+    are not laid out as the instruction needs, it writes no double array, or it runs
+    as device steps."""
+    if device_steps:
+        raise PolygpuError("variant: mma (double products on the tensor cores) runs in "
+                           "launched kernels, not in device steps")
+    targets = [scop.statement(s).body.target for s in kernel.statements]
+    if not any(scop.array(t.array).dtype == "float64" for t in targets
+               if isinstance(t, ir.ArrayRef)):
+        raise PolygpuError(f"variant: mma (double products on the tensor cores): kernel "
+                           f"{kernel.index} writes no double array")
     tile, threads = kernel.tile, kernel.threads  # x first
     need = []
     if kernel.n_mapped < 2 or not kernel.unroll_dims:
@@ -106,35 +117,25 @@ def product(stmt) -> tuple[ir.Expr, ir.Expr] | None:
     return term.lhs, term.rhs
 
 
-def arrays_in(e) -> set[str]:
-    """The arrays an IR expression reads."""
-    found = {e.array} if isinstance(e, ir.ArrayRef) else set()
-    if dataclasses.is_dataclass(e):
-        for f in dataclasses.fields(e):
-            value = getattr(e, f.name)
-            for v in value if isinstance(value, tuple) else (value,):
-                if isinstance(v, ir.Expr):
-                    found |= arrays_in(v)
-    return found
-
-
-def names_in(e) -> set[str]:
-    """The iterator and parameter names an IR expression reads."""
-    if isinstance(e, ir.IntVar):
-        return {e.name}
-    found = set()
+def _nodes(e):
+    """``e`` and every IR node inside it (references' subscripts included)."""
+    yield e
     if dataclasses.is_dataclass(e):
         for f in dataclasses.fields(e):
             value = getattr(e, f.name)
             for v in value if isinstance(value, tuple) else (value,):
                 if isinstance(v, (ir.Expr, ir.IntExpr)):
-                    found |= names_in(v)
-    return found
+                    yield from _nodes(v)
 
 
-def _constant(e: isl.AstExpr) -> int | None:
-    text = e.to_C_str()
-    return int(text) if re.fullmatch(r"-?\d+", text) else None
+def arrays_in(e: ir.Expr) -> set[str]:
+    """The arrays an IR expression reads."""
+    return {n.array for n in _nodes(e) if isinstance(n, ir.ArrayRef)}
+
+
+def names_in(e: ir.Expr) -> set[str]:
+    """The iterator and parameter names an IR expression reads."""
+    return {n.name for n in _nodes(e) if isinstance(n, ir.IntVar)}
 
 
 def points(node: isl.AstNode, unrolled: frozenset[str], values: dict[str, int]
@@ -157,11 +158,11 @@ def points(node: isl.AstNode, unrolled: frozenset[str], values: dict[str, int]
     if t == isl.ast_node_type.for_:
         it = node.for_get_iterator().get_id().get_name()
         cond = node.for_get_cond()
-        first = _constant(node.for_get_init())
-        if it not in unrolled or first is None or _constant(node.for_get_inc()) != 1 or \
+        first = constant_value(node.for_get_init())
+        if it not in unrolled or first is None or constant_value(node.for_get_inc()) != 1 or \
                 cond.get_op_n_arg() != 2 or cond.get_op_arg(0).to_C_str() != it:
             return None
-        last = _constant(cond.get_op_arg(1))
+        last = constant_value(cond.get_op_arg(1))
         op = cond.get_op_type()
         if last is None or op not in (isl.ast_expr_op_type.le, isl.ast_expr_op_type.lt):
             return None
@@ -189,21 +190,21 @@ def points(node: isl.AstNode, unrolled: frozenset[str], values: dict[str, int]
 def trip(node: isl.AstNode, it: str) -> tuple[str, int] | None:
     """``(first, count)`` of a loop ``for (it = first; it <= first + count - 1; it++)``
     whose count is a multiple of :data:`K_STEP`, else None."""
-    cond, init = node.for_get_cond(), node.for_get_init().to_C_str()
-    if _constant(node.for_get_inc()) != 1 or cond.get_op_n_arg() != 2 or \
+    cond, init = node.for_get_cond(), node.for_get_init()
+    if constant_value(node.for_get_inc()) != 1 or cond.get_op_n_arg() != 2 or \
             cond.get_op_arg(0).to_C_str() != it or \
             cond.get_op_type() != isl.ast_expr_op_type.le:
         return None
-    bound = cond.get_op_arg(1).to_C_str()
-    if _constant(node.for_get_init()) is not None and _constant(cond.get_op_arg(1)) \
-            is not None:
-        count = int(bound) - int(init) + 1
+    first, last = constant_value(init), constant_value(cond.get_op_arg(1))
+    if first is not None and last is not None:
+        count = last - first + 1
     else:
-        m = re.fullmatch(rf"{re.escape(init)} \+ (\d+)", bound)
+        m = re.fullmatch(rf"{re.escape(init.to_C_str())} \+ (\d+)",
+                         cond.get_op_arg(1).to_C_str())
         if m is None:
             return None
         count = int(m[1]) + 1
-    return (init, count) if count > 0 and count % K_STEP == 0 else None
+    return (init.to_C_str(), count) if count > 0 and count % K_STEP == 0 else None
 
 
 def loop(emitter, node: isl.AstNode, it: str, shape: Fragments, itype: str) -> list | None:
@@ -224,7 +225,7 @@ def loop(emitter, node: isl.AstNode, it: str, shape: Fragments, itype: str) -> l
     stmt = emitter.scop.statement(name)
     factors = product(stmt)
     first = calls[0][1]
-    if factors is None or shape.rows < 2 or first.count(it) == 0:
+    if factors is None or shape.rows < 2:
         return None
     # which iterator is the row (changes between rows), the column, the time step
     k_pos = [p for p, a in enumerate(first) if a == it]

@@ -133,8 +133,13 @@ def _plain_loops(node: isl.AstNode, names: frozenset[str], inside: bool) -> bool
     return True
 
 
+def constant_value(e: isl.AstExpr) -> int | None:
+    """The integer an AST expression is, or None where it is not a constant."""
+    return e.int_get_val().to_python() if e.get_type() == isl.ast_expr_type.int else None
+
+
 def _constant(e: isl.AstExpr) -> bool:
-    return e.get_type() == isl.ast_expr_type.int
+    return constant_value(e) is not None
 
 
 def _constant_bound(loop: isl.AstNode) -> bool:

@@ -141,7 +141,7 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         p = _pw_affs(space[name])
         theta = thetas[name]
         domain = domains[name]
-        blocks, thread_ids, points = [], [], []
+        blocks, thread_ids, points, dealt = [], [], [], []
         # mapped dims, innermost first (x, y, z)
         for k, d in enumerate(reversed(range(n_seq_space, kernel.n_space))):
             mk = n_mapped - 1 - k  # index into shifts (outer->inner order)
@@ -150,6 +150,7 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
             blocks.append(shifted.scale_down_val(isl.Val(tile[mk])).floor())
             per_thread = -(-tile[mk] // threads[mk])
             w = min(variant.chunk, per_thread)
+            dealt.append((k, mk, shifted, per_thread, 1 if variant.blocked else w))
             if variant.blocked:
                 run = isl.Val(per_thread)
                 thread_ids.append(rem.scale_down_val(run).floor())
@@ -172,16 +173,10 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         local = outer_space + levels + (rest + points if variant.jam else points + rest)
         first_point = 2 * n_mapped + len(outer_space) + len(levels) + (
             len(rest) if variant.jam else 0)
-        mapped = []
-        for k, d in enumerate(reversed(range(n_seq_space, kernel.n_space))):
-            mk = n_mapped - 1 - k
-            per_thread = -(-tile[mk] // threads[mk])
-            mapped.append(_Mapped(
-                block=k, thread=n_mapped + k, point=first_point + mk,
-                shifted=p[d].sub(_on(shifts[mk], domain)), tile=tile[mk],
-                threads=threads[mk], per_thread=per_thread,
-                chunk=1 if variant.blocked else min(variant.chunk, per_thread),
-                blocked=variant.blocked))
+        mapped = [_Mapped(block=k, thread=n_mapped + k, point=first_point + mk,
+                          shifted=shifted, tile=tile[mk], threads=threads[mk],
+                          per_thread=per_thread, chunk=w, blocked=variant.blocked)
+                  for k, mk, shifted, per_thread, w in dealt]
         given = map_from_pw_affs(blocks + thread_ids + local, domain, None)
         per_statement.append(_points_explicit(given, mapped))
     schedule = union_of(m.reset_tuple_id(isl.dim_type.out) for m in per_statement)
