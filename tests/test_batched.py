@@ -292,18 +292,22 @@ def test_the_recorded_batched_blas_run_measured_todays_default(op, kernel, n):
     assert row["default"]["ms"] <= 1.10 * best
 
 
-SWEEPS = ("batched_products_sweep_fp32_1536mb", "batched_products_sweep_fp64_1536mb")
+SWEEPS = ("batched_products_sweep_fp32_1536mb", "batched_products_sweep_fp64_1536mb",
+          "batched_products_mma_fp64_1536mb")
 
 
 @pytest.mark.parametrize(("recorded", "n"), [(SWEEPS[0], 64), (SWEEPS[0], 128),
-                                             (SWEEPS[1], 32), (SWEEPS[1], 64),
-                                             (SWEEPS[1], 128)])
+                                             (SWEEPS[1], 32), (SWEEPS[2], 32),
+                                             (SWEEPS[2], 64), (SWEEPS[2], 128)])
 def test_the_recorded_product_sweeps_time_todays_default_within_10_percent_of_their_best(
         recorded, n):
     """Replay of the H200's sweeps of 2026-11-30 (1.5 GB of arrays; the defaults of
     2026-11-29 and the plans of ``tuning/probes/batched_products_2026-11-30.json``
-    timed, batched.md): the default chosen now is a plan that run timed, within 10 % of
-    the fastest (issue 21: the model's pick within 10 % of the best measured)."""
+    timed; in double, then, the FMA default beside tensor-core plans,
+    ``tuning/probes/batched_mma_padded_2026-11-30.json``; batched.md): the default
+    chosen now is a plan that run timed, within 10 % of the fastest (issue 21: the
+    model's pick within 10 % of the best measured) -- in double from n = 64 on the
+    tensor cores."""
     import json
     from pathlib import Path
 

@@ -5,6 +5,7 @@ clear errors where the plan cannot take it."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 import subprocess
@@ -40,8 +41,8 @@ def test_a_whole_tile_batched_product_runs_on_the_tensor_cores_exactly():
     source = _checked(BATCHED, {"nb": 3, "n": 64}, defines=DOUBLE)
     assert "mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64" in source
     body = source.split("__global__", 1)[1]
-    calls = re.findall(r"pg_dmma\(c_reg", body)
-    assert calls and len(calls) % (2 * 8) == 0
+    calls = re.findall(r"pg_dmma16\(c_reg", body)  # the two rows of a thread at once
+    assert calls and len(calls) % 8 == 0 and "pg_dmma(c_reg" not in body
     assert "c8 += 4" in body and "(c8 + tx)" in body and "ty % 8" in body
 
 
@@ -49,7 +50,7 @@ def test_partial_tiles_keep_their_fma_code():
     """n = 37 under 64 x 64 tiles: no block is whole, so no step takes the instruction
     (its lanes must all be there), and the program is the FMA one -- exact."""
     source = _checked(BATCHED, {"nb": 3, "n": 37}, defines=DOUBLE)
-    assert "pg_dmma(c_reg" not in source
+    assert "pg_dmma(c_reg" not in source and "pg_dmma16(c_reg" not in source
 
 
 def test_polybench_gemm_with_its_scalar_on_the_tensor_cores_at_split_sizes():
@@ -59,7 +60,8 @@ def test_polybench_gemm_with_its_scalar_on_the_tensor_cores_at_split_sizes():
     source = _checked(GEMM, {"ni": 100, "nj": 72, "nk": 64})
     (kernel,) = re.findall(r"void (gemm_kernel\d+)_whole\(", source)
     whole, partial = source.split(f"{kernel}_whole(", 1)[1].split(f"{kernel}_partial(", 1)
-    assert "pg_dmma(" in whole and "pg_dmma(" not in partial.split("__global__")[0]
+    steps = re.compile(r"pg_dmma(16)?\(")
+    assert steps.search(whole) and not steps.search(partial.split("__global__")[0])
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
@@ -72,8 +74,16 @@ def test_the_instruction_is_in_the_ptx_and_the_tile_in_registers(tmp_path):
     subprocess.run(["nvcc", "-arch=sm_90", "-ptx", "-o", str(ptx), str(cu)], check=True,
                    capture_output=True)
     text = ptx.read_text()
-    assert text.count("mma.sync.aligned.m8n8k4.row.col.f64") >= 2 * 8
+    # sm_90: two rows' fragments (the thread's 2 points along y) an m16n8k4 step each
+    assert text.count("mma.sync.aligned.m16n8k4.row.col.f64") >= 8
+    assert "m8n8k4" not in text
     assert "fma.rn.f64" not in text  # whole tiles only at n = 128: no FMA products left
+    older = tmp_path / "k80.ptx"
+    subprocess.run(["nvcc", "-arch=sm_80", "-ptx", "-o", str(older), str(cu)], check=True,
+                   capture_output=True)
+    text = older.read_text()  # sm_80 has no m16n8k4 in double: two m8n8k4 instead
+    assert text.count("mma.sync.aligned.m8n8k4.row.col.f64") >= 2 * 8
+    assert "m16n8k4" not in text
     from polygpu.search.occupancy import resource_usage
     (r,) = resource_usage(compiled.program.source).values()
     assert (r.stack, r.spill_stores) == (0, 0)
@@ -87,6 +97,8 @@ def test_the_instruction_is_in_the_ptx_and_the_tile_in_registers(tmp_path):
     (Variant(tile=(64, 64), threads=(32, 4), jam=False, chunk=2, specialize=True,
              mma=True), DOUBLE, "register tile"),
     (MMA, (), "writes no double array"),
+    (Variant(tile=(32, 64), threads=(32, 4), jam=True, chunk=2, specialize=True,
+             mma=True), DOUBLE, "at least 2 points a thread along y"),
 ])
 def test_plans_the_instruction_cannot_take_are_refused(variant, defines, message):
     with pytest.raises(PolygpuError, match=message):
@@ -97,3 +109,26 @@ def test_plans_the_instruction_cannot_take_are_refused(variant, defines, message
 def test_the_variant_names_mma_only_when_set():
     assert "mma" not in Variant().to_json()
     assert Variant.from_json(MMA.to_json()) == MMA and MMA.to_json()["mma"] is True
+
+
+def test_the_operands_buffers_are_padded_for_the_lanes_that_read_them():
+    """The instruction's lanes read ``b_sh[k0 + q][8 v + g]`` (lane 4 g + q): unpadded
+    rows of 64 doubles put the 4 lanes of one column on one bank (4-way conflicts, 8
+    requests); Algorithm 2, told these lanes, pads the rows to 68 (2 requests: none).
+    With the rows dealt cyclically (``ty + 32 u``), ``a_sh[ty][k0 + q]`` in rows of 16
+    + 4 is conflict-free too.  The same plan in FMA code keeps its own padding."""
+    sizes = {"nb": 3, "n": 128}
+    big = dataclasses.replace(MMA, tile=(128, 64))
+    compiled = compile_region(BATCHED, variant=big, params=sizes, defines=DOUBLE)
+    buffers = {b.name: b for b in compiled.memory.buffers}
+    source = compiled.program.source
+    b_sh, a_sh = buffers["b_sh"], buffers["a_sh"]
+    assert b_sh.padding == 4 and b_sh.decision.degrees["S1.1 b[e][k][j]"] == 2
+    assert b_sh.decision.costs[0] > b_sh.decision.costs[4]
+    assert a_sh.padding == 4 and a_sh.decision.degrees["S1.0 a[e][i][k]"] == 2
+    assert a_sh.box.extents[-1] == 16 and "a_sh[pg_stage][0][(ty) - (0)]" in source
+    fma = dataclasses.replace(big, mma=False)
+    plain = {b.name: b for b in compile_region(BATCHED, variant=fma, params=sizes,
+                                               defines=DOUBLE).memory.buffers}
+    assert plain["b_sh"].padding == 0
+    _checked(BATCHED, sizes, big, DOUBLE)

@@ -8,10 +8,12 @@ from hypothesis import strategies as st
 
 from polygpu.memory.padding import (
     CostModel,
+    LaneReference,
     SharedReference,
     choose_padding,
     conflict_degree,
     element_stride,
+    lane_degree,
 )
 
 COLUMN = SharedReference("buf[tx][k]", (1, 0))  # a warp reads down a column
@@ -106,3 +108,27 @@ def test_shipped_calibration_is_the_recorded_h100_fit():
     for size in (4, 8):
         assert CostModel.default(size) == CostModel.calibrated(recorded, size)
         assert CostModel.default(size).t_request > 1.0  # ns: not the unit fallback
+
+
+@given(st.integers(1, 70), st.sampled_from([4, 8]), st.integers(0, 31))
+def test_lanes_that_step_evenly_count_as_the_stride_formula(stride, size, padding):
+    """Counting bank by bank agrees with the gcd formula wherever both apply."""
+    lanes = tuple((0, lane * stride) for lane in range(32))
+    assert lane_degree((1, 40), padding, lanes, size) == conflict_degree(stride, size)
+
+
+# a tensor-core operand (codegen/mma.py): lane 4 g + q reads row k0 + q, column g
+MMA_COLUMN = tuple((q, g) for g, q in (divmod(lane, 4) for lane in range(32)))
+
+
+@pytest.mark.parametrize(("padding", "degree"), [(0, 8), (2, 4), (4, 2), (8, 4), (12, 2)])
+def test_an_operand_read_by_groups_of_four_lanes(padding, degree):
+    """Doubles in rows of 64 (+ padding): per half-warp, 4 rows x 4 columns.  Unpadded,
+    the 4 rows of a column share a bank pair (4 requests a phase); rows 68 apart (68 =
+    4 mod 16) spread the 16 lanes over all 32 banks."""
+    assert lane_degree((16, 64), padding, MMA_COLUMN, 8) == degree
+
+
+def test_the_solver_pads_for_lane_references():
+    decision = choose_padding((16, 64), (LaneReference("b", MMA_COLUMN),), 8, multiple=2)
+    assert decision.padding == 4 and decision.degrees == {"b": 2}

@@ -28,9 +28,9 @@ each execution model (a thread or a group of a block per element, a warp per ele
 block per element) over n with the default's pick and torch, the crossover from thread-
 to device-steps mappings marked (also written after a ``--mappings`` run).
 
-``--check-full`` also checks the default at the timed sizes; ``--check-only`` does only
-that (nb = 37 and the timed sizes, nothing timed: the issue's verification "on the GPU
-at full size").
+``--check-full`` also checks the default (and ``--also``'s variants) at the timed sizes;
+``--check-only`` does only that for the default (nb = 37 and the timed sizes, nothing
+timed: the issue's verification "on the GPU at full size").
 
 ``--also FILE`` checks and times further variants beside the default (a JSON list of
 ``{"variant": {...}}`` with optional ``"op"``, ``"n"`` and ``"dtype"`` saying where each
@@ -251,8 +251,10 @@ def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
     for key, variant in plans:
         entry = {"variant": variant.to_json()}
         entry["check"] = checked(spec, function, defines, variant, device, check)
-        if args.check_full and key == "default" and entry["check"]["ok"]:
-            # the default again at the very sizes timed (the issue's "at full size")
+        if args.check_full and (key == "default" or key.startswith("also")) and \
+                entry["check"]["ok"]:
+            # the default (and --also's variants) again at the very sizes timed (the
+            # issue's "at full size")
             entry["check_full"] = checked(spec, function, defines, variant, device, sizes)
             print(entry["check_full"]["message"], file=sys.stderr, flush=True)
         if entry["check"]["ok"]:
@@ -315,11 +317,12 @@ def markdown(data: dict) -> str:
             if not r[key]["check"]["ok"]:
                 lines += ["", f"- {r['op']} {key} n = {r['n']} {r['dtype']}: "
                               f"{r[key]['check']['message']}"]
-    full = [f"- {r['op']} {r['dtype']} n = {r['n']}, nb = {r['nb']}: "
-            f"{r['default']['check_full']['message']}"
-            for r in data["rows"] if "check_full" in r.get("default", {})]
+    full = [f"- {r['op']} {r['dtype']} n = {r['n']}, nb = {r['nb']}, {key}: "
+            f"{r[key]['check_full']['message']}"
+            for r in data["rows"] for key in r
+            if isinstance(r[key], dict) and "check_full" in r[key]]
     if full:
-        lines += ["", "The default plan checked at the timed sizes:", ""] + full
+        lines += ["", "Plans checked at the timed sizes (the default, --also's):", ""] + full
     return "\n".join(lines) + "\n"
 
 
@@ -479,7 +482,8 @@ def main(argv=None) -> int:
     p.add_argument("--mappings", action="store_true",
                    help="also check and time every plan the default ranked")
     p.add_argument("--check-full", action="store_true",
-                   help="also check the default plan at the timed sizes (after nb = 37)")
+                   help="also check the default plan and --also's variants at the timed sizes "
+                   "(after nb = 37)")
     p.add_argument("--per-candidate", type=int, metavar="K",
                    help="with --mappings: only each scheduler candidate's K best-ranked "
                    "plans")

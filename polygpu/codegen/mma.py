@@ -9,13 +9,18 @@ Where it fits: a register-tiled kernel (``jam``) whose time loop runs a sum upda
 ``T[i][j] += X * Y`` with ``X`` free of ``j`` and ``Y`` free of ``i``, over 2 or more
 mapped dimensions with the threads laid out as the instruction's fragments are: 4
 threads along ``x`` with points in runs of 2 (``chunk`` 2: columns ``8 v + 2 tx + e``),
-a multiple of 8 along ``y`` (a warp: 8 groups of 4 lanes, one ``ty`` each).  Then lane
+a multiple of 8 along ``y`` (a warp: 8 groups of 4 lanes, one ``ty`` each; the tiling
+deals rows cyclically under ``mma``, ``ty + threads u``, so the 8 groups read 8
+consecutive rows of the row factor's buffer).  Then lane
 ``l = 4 (ty mod 8) + tx`` of a warp holds, for each of its fragments ``(u, v)``, exactly
 the accumulator pair the instruction gives lane ``l`` -- ``C[l / 4][2 (l mod 4) + e]``,
 row ``l / 4`` of the fragment being the row of the group's point ``u`` -- as its own
 register points, and supplies ``A[l / 4][l mod 4]`` (its own row, ``k0 + tx``) and
 ``B[l mod 4][l / 4]`` (``k0 + tx``, column ``8 v + ty mod 8`` of the tile).  Four steps
-of the time loop become one instruction per fragment.
+of the time loop become one instruction per fragment -- per two fragments of one
+column where the thread has two rows: ``m16n8k4`` takes rows ``l / 4`` and ``l / 4 + 8``
+with ``A`` of each and one ``B`` (``pg_dmma16``; sm_90, where it runs at twice the rate
+of two ``m8n8k4``: Nsight Compute showed the FP64 tensor pipe the limit).
 
 Exactness: the same products, summed four at a time in the instruction's own order (a
 reduction's reassociation, as the lanes' split sums of codegen/cuda.py), checked like
@@ -40,6 +45,7 @@ from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 
 FUNCTION = "pg_dmma"
+FUNCTION16 = "pg_dmma16"  # two rows' fragments at once (mma.sync.m16n8k4 on sm_90)
 K_STEP = 4  # the instruction's k: four steps of the time loop
 
 PRELUDE = r"""// C[l/4][2(l%4)+{0,1}] += sum over q < 4 of A[l/4][q] B[q][l/4'] on lane l of a warp:
@@ -59,6 +65,21 @@ __device__ __forceinline__ void pg_dmma(double &c0, double &c1, double a, double
     c0 = fma(as, b0, c0);
     c1 = fma(as, b1, c1);
   }
+#endif
+}
+
+// Two of those sharing B (rows l/4 with a0, rows l/4 + 8 with a1): mma.sync.m16n8k4, one
+// instruction from sm_90 (Hopper's DMMA runs it at twice the rate of two m8n8k4)
+__device__ __forceinline__ void pg_dmma16(double &c0, double &c1, double &c2, double &c3,
+                                          double a0, double a1, double b)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mma.sync.aligned.m16n8k4.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+               "{%0, %1, %2, %3};"
+               : "+d"(c0), "+d"(c1), "+d"(c2), "+d"(c3) : "d"(a0), "d"(a1), "d"(b));
+#else
+  pg_dmma(c0, c1, a0, b);
+  pg_dmma(c2, c3, a1, b);
 #endif
 }"""
 
@@ -96,6 +117,8 @@ def fragments(scop: Scop, kernel: TiledKernel, device_steps: bool) -> Fragments:
             need.append("4 threads along x with runs of 2 points (chunk 2, not blocked)")
         if threads[1] % 8 or tile[1] % threads[1]:
             need.append("a multiple of 8 threads along y, dividing the tile")
+        elif tile[1] < 2 * threads[1]:  # (the rows' iterator is told by two rows)
+            need.append("at least 2 points a thread along y")
         if tile[0] % 8:
             need.append("a tile along x that is a multiple of 8")
     if need:
@@ -104,17 +127,6 @@ def fragments(scop: Scop, kernel: TiledKernel, device_steps: bool) -> Fragments:
                            f"{tuple(reversed(tile))}, threads {tuple(reversed(threads))}")
     return Fragments(rows=tile[1] // threads[1], cols=tile[0] // 8,
                      tx=kernel.thread_names[0], ty=kernel.thread_names[1])
-
-
-def product(stmt) -> tuple[ir.Expr, ir.Expr] | None:
-    """``(X, Y)`` of a statement ``T += X * Y`` (either factor order), else None."""
-    found = atomic.sum_update(stmt.body)
-    if found is None or found[1] < 0:
-        return None
-    term = found[0]
-    if not isinstance(term, ir.BinOp) or term.op != "*":
-        return None
-    return term.lhs, term.rhs
 
 
 def _nodes(e):
@@ -223,7 +235,7 @@ def loop(emitter, node: isl.AstNode, it: str, shape: Fragments, itype: str) -> l
     if name not in emitter.statements or name in emitter.atomic or emitter.lanes:
         return None
     stmt = emitter.scop.statement(name)
-    factors = product(stmt)
+    factors = atomic.product_update(stmt.body)
     first = calls[0][1]
     if factors is None or shape.rows < 2:
         return None
@@ -262,11 +274,15 @@ def loop(emitter, node: isl.AstNode, it: str, shape: Fragments, itype: str) -> l
         col = f"({calls[2 * v][1][j_pos[0]]}) - 2 * {shape.tx} + {shape.ty} % 8"
         body.append(cgen.Statement(f"const double pg_mma_b{v} = "
                                    f"{printed(2 * v, {j: col, k: step}).value(y)}"))
-    for u in range(shape.rows):
+    # two rows' fragments sharing a column's B as one m16n8k4 step, an odd last row alone
+    for u in range(0, shape.rows, 2):
+        rows = [r for r in (u, u + 1) if r < shape.rows]
         for v in range(shape.cols):
-            pair = [printed(u * per_row + 2 * v + e, {}).ref(target) for e in (0, 1)]
-            body.append(cgen.Statement(f"{FUNCTION}({pair[0]}, {pair[1]}, pg_mma_a{u}, "
-                                       f"pg_mma_b{v})"))
+            acc = [printed(r * per_row + 2 * v + e, {}).ref(target)
+                   for r in rows for e in (0, 1)]
+            a = [f"pg_mma_a{r}" for r in rows]
+            call = FUNCTION16 if len(rows) == 2 else FUNCTION
+            body.append(cgen.Statement(f"{call}({', '.join(acc + a)}, pg_mma_b{v})"))
     start, count = counted
     return [cgen.For(f"{itype} {it} = {start}", f"{it} <= {start} + {count - 1}",
                      f"{it} += {K_STEP}", cgen.Block(body))]

@@ -54,6 +54,18 @@ class SharedReference:
 
 
 @dataclass(frozen=True)
+class LaneReference:
+    """A reference whose lanes do not step evenly: ``lanes[l]`` is the subscript offset
+    (per buffer dimension) lane ``l`` of a warp reads, e.g. a tensor-core operand whose
+    lane ``4 g + q`` reads row ``g``, step ``q`` (codegen/mma.py).  Its degree is counted
+    bank by bank (:func:`lane_degree`)."""
+
+    name: str
+    lanes: tuple[tuple[int, ...], ...]
+    weight: int = 1
+
+
+@dataclass(frozen=True)
 class CostModel:
     """``cost(degree) = t_start + t_request * degree`` (paper §5), in any time unit."""
 
@@ -99,6 +111,37 @@ def conflict_degree(stride: int, element_size: int, banks: int = BANKS) -> int:
     return 2 * gcd(stride, banks // 2)
 
 
+def lane_degree(extents: tuple[int, ...], padding: int, lanes: tuple[tuple[int, ...], ...],
+                element_size: int, banks: int = BANKS) -> int:
+    """Serialized requests of one warp access whose lanes read ``lanes`` (offsets per
+    dimension, innermost extent padded by ``padding``), counted as the bank model of the
+    module doc has it: per phase (a whole warp for 4-byte elements, half-warps for 8),
+    the most distinct elements any bank serves; phases add up."""
+    if element_size not in (4, 8):
+        raise ValueError(f"element size {element_size}: the bank model covers 4 and 8 bytes")
+    words = element_size // 4
+    phase = banks // words
+    degree = 0
+    for first in range(0, len(lanes), phase):
+        served: dict[int, set[int]] = {}
+        for lane in lanes[first:first + phase]:
+            offset = element_stride(extents, padding, lane)
+            for w in range(words):
+                served.setdefault((offset * words + w) % banks, set()).add(offset)
+        degree += max(len(v) for v in served.values())
+    return degree
+
+
+def reference_degree(extents: tuple[int, ...], padding: int,
+                     reference: SharedReference | LaneReference, element_size: int,
+                     banks: int = BANKS) -> int:
+    """The degree of either kind of reference at ``padding``."""
+    if isinstance(reference, LaneReference):
+        return lane_degree(extents, padding, reference.lanes, element_size, banks)
+    return conflict_degree(element_stride(extents, padding, reference.steps), element_size,
+                           banks)
+
+
 def element_stride(extents: tuple[int, ...], padding: int, steps: tuple[int, ...]) -> int:
     """Distance in elements between consecutive threads' elements, innermost extent
     padded by ``padding``."""
@@ -110,7 +153,7 @@ def element_stride(extents: tuple[int, ...], padding: int, steps: tuple[int, ...
 
 def choose_padding(
     extents: tuple[int, ...],
-    references: tuple[SharedReference, ...],
+    references: tuple[SharedReference | LaneReference, ...],
     element_size: int,
     model: CostModel = CostModel(),
     banks: int = BANKS,
@@ -122,10 +165,9 @@ def choose_padding(
     costs = []
     for p in range(banks):
         costs.append(sum(
-            r.weight * model.cost(conflict_degree(element_stride(extents, p, r.steps),
-                                                  element_size, banks))
+            r.weight * model.cost(reference_degree(extents, p, r, element_size, banks))
             for r in references))
     best = min(range(0, banks, multiple), key=lambda p: (costs[p], p))
-    degrees = {r.name: conflict_degree(element_stride(extents, best, r.steps), element_size,
-                                       banks) for r in references}
+    degrees = {r.name: reference_degree(extents, best, r, element_size, banks)
+               for r in references}
     return PaddingDecision(best, costs[best], degrees, tuple(costs))

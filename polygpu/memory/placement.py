@@ -49,12 +49,13 @@ from polygpu.memory.footprints import Box, bounding_box, footprint, uniform_base
 from polygpu.memory.liveness import dead_after, live_in_reads
 from polygpu.memory.padding import (
     CostModel,
+    LaneReference,
     PaddingDecision,
     SharedReference,
     choose_padding,
-    conflict_degree,
-    element_stride,
+    reference_degree,
 )
+from polygpu.model import atomic
 from polygpu.model.analysis import Analysis
 from polygpu.model.isl_util import maps_of, memo_by_identity, union_optional
 from polygpu.model.scop import Scop
@@ -382,11 +383,13 @@ def unit_step(deltas: isl.Set, d: int) -> bool:
     return not unit.intersect(deltas).is_empty()
 
 
-def thread_steps(kernel: TiledKernel, statement: str, access: isl.Map, box: Box
-                  ) -> tuple[int, ...] | None:
-    """How the buffer subscripts of ``access`` grow from thread ``tx`` to ``tx + 1`` with
-    everything else fixed, or None if that is not one constant vector."""
-    deltas = neighbour_deltas(kernel, statement, access, kernel.n_mapped)
+def thread_steps(kernel: TiledKernel, statement: str, access: isl.Map, box: Box,
+                 dim: int | None = None) -> tuple[int, ...] | None:
+    """How the buffer subscripts of ``access`` grow from thread ``tx`` to ``tx + 1``
+    (or along schedule dimension ``dim``) with everything else fixed, or None if that
+    is not one constant vector."""
+    dim = kernel.n_mapped if dim is None else dim
+    deltas = neighbour_deltas(kernel, statement, access, dim)
     if deltas is None or deltas.is_empty() or not deltas.is_singleton():
         return None
     point = deltas.sample_point()
@@ -397,6 +400,38 @@ def thread_steps(kernel: TiledKernel, statement: str, access: isl.Map, box: Box
             return None
         steps.append(v // stride)
     return tuple(steps)
+
+
+def mma_lanes(kernel: TiledKernel, an: Analysis, acc, box: Box
+              ) -> tuple[tuple[int, ...], ...] | None:
+    """The buffer offsets the 32 lanes of a warp read through ``acc`` where ``kernel``'s
+    time loop runs on the tensor cores (``mma``, codegen/mma.py), else None.  Lane
+    ``4 g + q`` supplies step ``q`` of the time loop for the ``g``-th of 8 neighbouring
+    threads along y: the row factor's row is that thread's (``ty`` + g), the column
+    factor's column the ``g``-th of a run of 8 (the x point + g) -- not the FMA code's
+    pattern, so the buffers are padded for these lanes instead."""
+    stmt = an.scop.statement(acc.statement)
+    if not kernel.mma or acc.kind != "read" or kernel.n_mapped < 2 or \
+            not kernel.unroll_dims or atomic.product_update(stmt.body) is None:
+        return None
+    def steps(dim):
+        return thread_steps(kernel, acc.statement, acc.relation, box, dim)
+
+    # the time loop: the innermost dimension inside the thread's loops, outside its
+    # points, along which the reference moves
+    moves = (steps(d) for d in reversed(range(2 * kernel.n_mapped, min(point_dims(kernel)))))
+    time = next((s for s in moves if s is not None and any(s)), None)
+    col, row = steps(kernel.n_mapped), steps(kernel.n_mapped + 1)  # along tx, ty
+    if time is None or row is None or col is None or any(c % kernel.chunk for c in col):
+        return None
+    if not any(col):
+        group = row  # the row factor (free of the column)
+    elif not any(row):
+        group = tuple(c // kernel.chunk for c in col)  # a run's next column
+    else:
+        return None
+    return tuple(tuple(g * a + q * b for a, b in zip(group, time, strict=True))
+                 for g, q in (divmod(lane, 4) for lane in range(32)))
 
 
 def point_dims(kernel: TiledKernel) -> list[int]:
@@ -463,13 +498,20 @@ def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str
     stay 16-byte aligned when threads have runs of points (vector loads)."""
     size = ir.DTYPES[dtype][1]
     order = order or tuple(range(len(box.extents)))
-    refs = [SharedReference("copy", (0,) * (len(box.extents) - 1) + (1,))]
+    refs: list[SharedReference | LaneReference] = [
+        SharedReference("copy", (0,) * (len(box.extents) - 1) + (1,))]
     for acc in an.scop.accesses:
         if acc.array == array and acc.statement in statements:
+            name = f"{acc.statement}.{acc.ref} {acc.text}"
+            lanes = mma_lanes(kernel, an, acc, box)
             steps = thread_steps(kernel, acc.statement, acc.relation, box)
-            if steps is not None:
-                refs.append(SharedReference(f"{acc.statement}.{acc.ref} {acc.text}", steps))
-    refs = [SharedReference(r.name, tuple(r.steps[d] for d in order), r.weight)
+            if lanes is not None:
+                refs.append(LaneReference(name, lanes))
+            elif steps is not None:
+                refs.append(SharedReference(name, steps))
+    refs = [LaneReference(r.name, tuple(tuple(lane[d] for d in order) for lane in r.lanes),
+                          r.weight) if isinstance(r, LaneReference) else
+            SharedReference(r.name, tuple(r.steps[d] for d in order), r.weight)
             for r in refs]
     extents = tuple(box.extents[d] for d in order)
     if size not in (4, 8):
@@ -478,8 +520,7 @@ def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str
     decision = choose_padding(extents, tuple(refs), size, CostModel.default(size),
                               multiple=multiple)
     if forced >= 0:
-        degrees = {r.name: conflict_degree(element_stride(extents, forced, r.steps), size)
-                   for r in refs}
+        degrees = {r.name: reference_degree(extents, forced, r, size) for r in refs}
         return forced, PaddingDecision(forced, decision.costs[forced], degrees,
                                        decision.costs)
     return decision.padding, decision

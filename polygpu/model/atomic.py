@@ -70,6 +70,19 @@ def sum_update(body: ir.Assign) -> tuple[ir.Expr, float] | None:
     return None
 
 
+def product_update(body: ir.Assign) -> tuple[ir.Expr, ir.Expr] | None:
+    """``(X, Y)`` of ``T += X * Y`` (either factor order), else None: a product's step,
+    as the tensor cores run it (codegen/mma.py; memory/placement.py pads its operands'
+    buffers for the lanes that read them)."""
+    found = sum_update(body)
+    if found is None or found[1] < 0:
+        return None
+    term = found[0]
+    if not isinstance(term, ir.BinOp) or term.op != "*":
+        return None
+    return term.lhs, term.rhs
+
+
 def operand(body: ir.Assign) -> ir.Expr | None:
     """What a sum update adds to its target (its term, negated where it subtracts)."""
     found = sum_update(body)

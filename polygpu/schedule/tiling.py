@@ -149,7 +149,10 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
             rem = shifted.mod_val(isl.Val(tile[mk]))
             blocks.append(shifted.scale_down_val(isl.Val(tile[mk])).floor())
             per_thread = -(-tile[mk] // threads[mk])
-            w = min(variant.chunk, per_thread)
+            # the tensor cores' rows are a warp's 8 threads along y, one row each
+            # (codegen/mma.py): dealt cyclically, the row factor's buffer rows are
+            # consecutive across those lanes, and padding can spread them over the banks
+            w = 1 if variant.mma and k == 1 else min(variant.chunk, per_thread)
             dealt.append((k, mk, shifted, per_thread, 1 if variant.blocked else w))
             if variant.blocked:
                 run = isl.Val(per_thread)

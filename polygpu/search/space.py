@@ -447,10 +447,12 @@ def element_variants(shape: Shape) -> list[Variant]:
     :data:`REGISTER_POINTS` x :data:`REGISTER_POINTS` points a thread -- over several
     elements and the rows of each where elements are 8 to 16 wide, over the element's
     32 x 32 up to 32, a 64 x 64 tile in time tiles of 16, runs of points, prefetched
-    and double-buffered copies beyond; then a thread per row of a few whole elements
-    from 16 points (gemv).  Measured on the H200 (batched.md): gemm 9.9x torch.bmm at
-    n = 8 (2026-11-29), 1.04x / 0.91x at n = 64 / 128 (2026-11-30); dot and gemv
-    84-99 % of the copy rate at n = 16..128.  Products narrower
+    and double-buffered copies beyond (in double, where the element is whole such
+    tiles, first its time loop on the tensor cores: ``Variant.mma``); then a thread per
+    row of a few whole elements from 16 points (gemv).  Measured on the H200
+    (batched.md): gemm 9.9x torch.bmm at n = 8 (2026-11-29), 1.04x / 0.91x at n = 64 /
+    128 in float (2026-11-30); dot and gemv 84-99 % of the copy rate at n = 16..128.
+    Products narrower
     than a register tile and rows of tiny elements unstaged (:func:`_tiny_variants`);
     interleaved elements, the batch innermost, by :func:`_interleaved_variants`.  Empty
     where the innermost extent is longer than 128 points (and not such a batch) or
@@ -501,6 +503,16 @@ def element_variants(shape: Shape) -> list[Variant]:
             # tile of 8 x 8 threads; 8 x 8 points took 0.581 / 1.005 but 254 registers,
             # which spill in partial tiles)
             wide = shape.element_bytes == 4
+            if not wide and ni % 64 == 0 and nj % 64 == 0 and \
+                    shape.time_extent % 16 == 0:
+                # whole 64 x 64 tiles in double: the time loop on the tensor cores
+                # (codegen/mma.py), 2 x 16 points a thread over 4 x 32 threads (H200,
+                # 2026-11-30: 0.490 / 0.588 ms at n = 64 / 128 against the FMA plan's
+                # 0.571 / 1.077 and torch.bmm's 0.375 / 0.413)
+                found.append(Variant(candidate=c, tile=(64, 64), threads=(32, 4),
+                                     jam=True, time_tile=16, unroll=4, chunk=2,
+                                     prefetch=True, double_buffer=True, specialize=True,
+                                     mma=True))
             found.append(Variant(candidate=c, tile=(64, 64),
                                  threads=(8, 16) if wide else (16, 16), jam=True,
                                  time_tile=16, unroll=4, chunk=4 if wide else 2,
