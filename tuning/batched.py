@@ -220,8 +220,8 @@ def run_size(op: str, n: int, nb: int, dtype: str, args, device) -> dict:
                           "check_full": entry.get("check_full", {}).get("message")}),
               file=sys.stderr, flush=True)
         return row
-    if layout(op)[0] in ("gemm", "gemv"):  # a 1-d mapping had no square block to compare
-        plans.append(("square", SQUARE))
+    if layout(op)[0] in ("gemm", "gemv") and not args.no_square:
+        plans.append(("square", SQUARE))  # (a 1-d mapping had no square block to compare)
     if args.layouts and layout(op)[1] == "SoA":
         # the model's best plan on the interleaved layout and its best on the relaid
         # copy (transposes counted), whichever the default is not
@@ -493,6 +493,10 @@ def main(argv=None) -> int:
     p.add_argument("--layouts", action="store_true",
                    help="SoA ops: also time the model's best plan of the layout the "
                    "default did not take (interleaved, or relaid with transposes)")
+    p.add_argument("--no-square", action="store_true",
+                   help="do not check and time the fixed 32 x 32 block beside the default "
+                   "(2-60x slower from n = 16, 30-125 ms a run on interleaved elements: "
+                   "device time for a known answer)")
     p.add_argument("--also", metavar="JSON",
                    help="a file of further variants to check and time beside the default: "
                    'a list of {"variant": {...}} with optional "op", "n" (a list) and '

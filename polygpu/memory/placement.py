@@ -414,6 +414,7 @@ def mma_lanes(kernel: TiledKernel, an: Analysis, acc, box: Box
     if not kernel.mma or acc.kind != "read" or kernel.n_mapped < 2 or \
             not kernel.unroll_dims or atomic.product_update(stmt.body) is None:
         return None
+
     def steps(dim):
         return thread_steps(kernel, acc.statement, acc.relation, box, dim)
 

@@ -79,7 +79,8 @@ class TiledKernel:
     thread_names: tuple[str, ...] = ()  # C names of the thread coordinates, x first
     level_names: tuple[str, ...] = ()  # C names of the tile-level coordinates
     blocked: bool = False
-    chunk: int = 1  # a thread's points come in runs of up to this many (variant.chunk)
+    chunk: int = 1  # a thread's points come in runs of up to this many (variant.chunk;
+    # under mma along x only)
     prefetch: bool = False  # pipeline the deepest shared copy-ins through registers
     double_buffer: bool = False  # two shared buffers per staged array, in turn
     mma: bool = False  # a register tile's time loops on the tensor cores (codegen/mma.py)

@@ -508,7 +508,9 @@ def element_variants(shape: Shape) -> list[Variant]:
                 # whole 64 x 64 tiles in double: the time loop on the tensor cores
                 # (codegen/mma.py), 2 x 16 points a thread over 4 x 32 threads (H200,
                 # 2026-11-30: 0.490 / 0.588 ms at n = 64 / 128 against the FMA plan's
-                # 0.571 / 1.077 and torch.bmm's 0.375 / 0.413)
+                # 0.571 / 1.077 and torch.bmm's 0.375 / 0.413).  Listed first: the model
+                # prices both by their traffic, alike, and a tie keeps the earlier plan
+                # (tests/test_batched.py replays the run that measured both)
                 found.append(Variant(candidate=c, tile=(64, 64), threads=(32, 4),
                                      jam=True, time_tile=16, unroll=4, chunk=2,
                                      prefetch=True, double_buffer=True, specialize=True,
