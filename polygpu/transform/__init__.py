@@ -18,4 +18,7 @@ cannot be proven is not applied (never a wrong program, at worst a slower one).
   its own write on a hyperplane (in-place Floyd-Warshall's pivot row and column) is cut
   there into pieces, ordered so that every read keeps its value, each of which runs its
   inner loops in parallel.
+* :mod:`polygpu.transform.recursion` -- the recursion of seed 002 (KBLAS) as an index-set
+  split: an in-place triangular update's blocks (leaves and products) in a proven order,
+  and the distribution of a statement out of its loops (not yet called by the pipeline).
 """

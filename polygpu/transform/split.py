@@ -281,11 +281,7 @@ def _render(h: isl.Aff, iterators: tuple[str, ...]) -> str:
 
 def _split_one(scop: Scop, s: Statement, cuts: list[isl.Aff], deps: Dependences
                ) -> tuple[Scop, Split]:
-    own = union_of([d.relation for d in deps.items if d.source == s.name == d.sink],
-                   s.domain.get_space().params())
-    own_map = isl.Map.empty(isl.Space.map_from_set(s.domain.get_space()))
-    for m in maps_of(own):
-        own_map = own_map.union(m)
+    own_map = own_dependences(s, deps)
     n = len(s.loops)
     why = []
     for depth in range(n):
@@ -304,7 +300,7 @@ def _split_one(scop: Scop, s: Statement, cuts: list[isl.Aff], deps: Dependences
         if not 2 <= len(pieces) <= MAX_PIECES:
             why.append(f"depth {depth}: {len(pieces)} pieces")
             continue
-        order = _order(pieces, own_map, depth)
+        order = order_pieces(pieces, own_map, depth)
         if order is None:
             why.append(f"depth {depth}: the pieces depend on each other both ways")
             continue
@@ -322,6 +318,16 @@ def _split_one(scop: Scop, s: Statement, cuts: list[isl.Aff], deps: Dependences
     raise _Refused("; ".join(why) or "no depth to split at")
 
 
+def own_dependences(s: Statement, deps: Dependences) -> isl.Map:
+    """``{ S[x] -> S[y] }``: every dependence of ``s`` on itself, one map."""
+    own = union_of([d.relation for d in deps.items if d.source == s.name == d.sink],
+                   s.domain.get_space().params())
+    own_map = isl.Map.empty(isl.Space.map_from_set(s.domain.get_space()))
+    for m in maps_of(own):
+        own_map = own_map.union(m)
+    return own_map
+
+
 def _equal_before(space: isl.Space, depth: int) -> isl.Map:
     """``{ S[x] -> S[y] : x_k == y_k for k < depth }``."""
     m = isl.Map.universe(space)
@@ -330,7 +336,7 @@ def _equal_before(space: isl.Space, depth: int) -> isl.Map:
     return m
 
 
-def _order(pieces: list[tuple[str, isl.Set]], own: isl.Map, depth: int) -> list[int] | None:
+def order_pieces(pieces: list[tuple[str, isl.Set]], own: isl.Map, depth: int) -> list[int] | None:
     """Piece indices in an order that keeps every dependence of ``own`` (the
     statement's on itself) between two pieces in one iteration of the ``depth`` shared
     loops going forward (the smallest index first among those free to go); None if
@@ -387,7 +393,18 @@ def split_statement(scop: Scop, statement: str, cuts: list[isl.Aff], depth: int,
     order ``order`` (indices into them), sharing its ``depth`` outer loops: unproven
     (the caller proves it, :func:`verify_split`)."""
     s = scop.statement(statement)
-    pieces = pieces_of(s, cuts)
+    return split_into(scop, statement, pieces_of(s, cuts), depth, order,
+                      tuple(_render(h, s.iterators).replace(" ? ", " = ") for h in cuts))
+
+
+def split_into(scop: Scop, statement: str, pieces: list[tuple[str, isl.Set]], depth: int,
+               order: list[int], cuts: tuple[str, ...] = ()) -> tuple[Scop, Split]:
+    """``scop`` with ``statement`` replaced by ``pieces`` (``(where, domain)``: parts of
+    its domain) in the order ``order``, sharing its ``depth`` outer loops, each with its
+    own copy of the loops below (which must hold ``statement`` alone): unproven (the
+    caller proves it, :func:`verify_split`).  ``cuts``: what made the pieces, for the
+    record."""
+    s = scop.statement(statement)
     taken = {t.name for t in scop.statements}
     names = []
     for k in range(len(order)):
@@ -397,7 +414,7 @@ def split_statement(scop: Scop, statement: str, cuts: list[isl.Aff], depth: int,
         names.append(name)
     chosen = [(names[k], *pieces[idx]) for k, idx in enumerate(order)]
     position = 2 * depth
-    slot = _fixed(s.schedule, position)
+    slot = fixed_value(s.schedule, position)
     shift = len(chosen) - 1
     # loops: the shared ones list the pieces instead of s; each piece gets its own
     # copies of the loops below, where s's first one was (s is alone in them)
@@ -424,7 +441,7 @@ def split_statement(scop: Scop, statement: str, cuts: list[isl.Aff], depth: int,
         if t.name != s.name:
             sched = t.schedule
             if (t.loops[:depth] == s.loops[:depth] and len(t.loops) >= depth
-                    and _fixed(sched, position) > slot):
+                    and fixed_value(sched, position) > slot):
                 sched = _shifted(sched, position, shift)
             statements.append(replace(t, schedule=sched,
                                       loops=tuple(new_id[lid] for lid in t.loops)))
@@ -441,14 +458,13 @@ def split_statement(scop: Scop, statement: str, cuts: list[isl.Aff], depth: int,
             statements.append(replace(s, name=name, domain=domain, schedule=sched,
                                       accesses=accesses, loops=loop_ids))
     new = replace(scop, statements=tuple(statements), loops=tuple(loops))
-    record = Split(s.name, tuple(s.iterators[:depth]),
-                   tuple(_render(h, s.iterators).replace(" ? ", " = ") for h in cuts),
+    record = Split(s.name, tuple(s.iterators[:depth]), cuts,
                    tuple(Piece(name, dom.set_tuple_name(name), where)
                          for name, where, dom in chosen), ())
     return new, record
 
 
-def _fixed(schedule: isl.Map, position: int) -> int:
+def fixed_value(schedule: isl.Map, position: int) -> int:
     val = schedule.plain_get_val_if_fixed(isl.dim_type.out, position)
     if val.is_nan():
         val = schedule.range().dim_max_val(position)
@@ -456,7 +472,7 @@ def _fixed(schedule: isl.Map, position: int) -> int:
 
 
 def _shifted(schedule: isl.Map, position: int, by: int) -> isl.Map:
-    value = _fixed(schedule, position)
+    value = fixed_value(schedule, position)
     return schedule.project_out(isl.dim_type.out, position, 1).insert_dims(
         isl.dim_type.out, position, 1).fix_val(isl.dim_type.out, position,
                                                isl.Val(value + by))
@@ -503,9 +519,16 @@ def verify_split(original: Scop, split: Scop, record: Split) -> str | None:
     back = union_of([(st.domain.identity() if st.name not in names else
                       st.domain.identity().set_tuple_name(isl.dim_type.out, s.name))
                      for st in split.statements], original.context.get_space())
-    for array in dict.fromkeys(a.array for a in s.accesses):
+    return same_dataflow(original, split, back, dict.fromkeys(a.array for a in s.accesses))
+
+
+def same_dataflow(original: Scop, new: Scop, back: isl.UnionMap, arrays) -> str | None:
+    """None if ``new``'s dataflow of each of ``arrays`` (:func:`_dataflow`), its
+    instances renamed by ``back`` to ``original``'s, equals ``original``'s; else what
+    differs."""
+    for array in arrays:
         want = _dataflow(original, array)
-        got = _dataflow(split, array)
+        got = _dataflow(new, array)
         end = got.range().intersect(isl.UnionSet.from_set(
             original.array(array).extent.set_tuple_name(END)))
         rename = back.union(end.identity())
@@ -526,7 +549,7 @@ def _dataflow(scop: Scop, array: str) -> isl.UnionMap:
     end_domain = extent.set_tuple_name(END)
     end_read = end_domain.identity().set_tuple_name(isl.dim_type.out, array)
     width = max(t.schedule.dim(isl.dim_type.out) for t in scop.statements)
-    last = 1 + max(_fixed(t.schedule, 0) for t in scop.statements)
+    last = 1 + max(fixed_value(t.schedule, 0) for t in scop.statements)
     end_time = isl.Set(f"{{ [{', '.join([str(last)] + ['0'] * (width - 1))}] }}")
     end_schedule = isl.Map.from_domain_and_range(
         end_domain, end_time.align_params(end_domain.get_space()))
@@ -555,7 +578,7 @@ def _tree(items: list[tuple[isl.Set, isl.Map]], level: int, width: int, space: i
     if level % 2 == 0:
         groups: dict[int, list] = {}
         for item in items:
-            groups.setdefault(_fixed(item[1], level), []).append(item)
+            groups.setdefault(fixed_value(item[1], level), []).append(item)
         parts = [_tree(g, level + 1, width, space) for _, g in sorted(groups.items())]
         result = parts[0]
         for part in parts[1:]:

@@ -1,0 +1,108 @@
+"""The recursion of seed 002 (KBLAS) as an index-set split (transform/recursion.py): the
+paper's partition rule, the blocks of an in-place triangular product in the tree's
+in-order, proven to keep every value's flow; wrong orders and a scaling that cannot
+leave its loops refused by the same proof."""
+
+from __future__ import annotations
+
+import pytest
+
+from polygpu.errors import PolygpuError
+from polygpu.pipeline import prepare
+from polygpu.transform import recursion
+from polygpu.transform.split import split_into, verify_split
+
+TRMM = "kernels/polybench/trmm.c"  # B[i][j] += A[k][i] * B[k][j], k > i; B[i][j] *= alpha
+TRISOLV = "kernels/polybench/trisolv.c"
+
+
+def _trmm(m: int, n: int = 23):
+    sizes = {"m": m, "n": n}
+    scop = recursion.at_sizes(prepare(TRMM, params=sizes).source_scop, sizes)
+    return scop, recursion.distribute(scop, "S1")
+
+
+def test_the_split_point_is_the_largest_power_of_two_strictly_below():
+    assert [recursion.split_point(n) for n in (2, 3, 5, 8, 9, 32, 37, 100, 4096)] == \
+        [1, 2, 4, 4, 8, 16, 32, 64, 2048]
+    with pytest.raises(ValueError):
+        recursion.split_point(1)
+
+
+def test_the_partition_tiles_the_square_in_order():
+    blocks = recursion.partition(0, 37, 8)
+    assert [(b.kind, b.rows, b.steps) for b in blocks[:4]] == [
+        ("leaf", (0, 8), (0, 8)), ("product", (0, 8), (8, 16)),
+        ("product", (8, 16), (0, 8)), ("leaf", (8, 16), (8, 16))]
+    assert [(b.rows, b.steps) for b in blocks if b.kind == "leaf"] == [
+        ((0, 8), (0, 8)), ((8, 16), (8, 16)), ((16, 24), (16, 24)), ((24, 32), (24, 32)),
+        ((32, 37), (32, 37))]
+    covered = [(r, k) for b in blocks for r in range(*b.rows) for k in range(*b.steps)]
+    assert sorted(covered) == [(r, k) for r in range(37) for k in range(37)]
+
+
+def test_trmm_scaling_leaves_its_loops_and_the_product_splits_in_order():
+    """PolyBench's trmm (left, lower, transposed, unit): alpha's pass moves after the
+    sums (each row is read, as the old value, only by rows above it, before it is
+    scaled), then the sum splits into the recursion's blocks: each node's left half,
+    its product (rows [lo, mid) over steps [mid, hi): old rows only), its right half."""
+    scop, distributed = _trmm(37)
+    assert distributed.statement("S1").schedule.range().dim_min_val(0).to_python() == 1
+    with pytest.raises(PolygpuError, match="also hold S1"):
+        recursion.recursive_split(scop, "S0", 8)
+    split, record = recursion.recursive_split(distributed, "S0", 8)
+    assert [p.where for p in record.pieces] == [
+        "leaf: i in [0, 8), k in [0, 8)", "product: i in [0, 8), k in [8, 16)",
+        "leaf: i in [8, 16), k in [8, 16)", "product: i in [0, 16), k in [16, 32)",
+        "leaf: i in [16, 24), k in [16, 24)", "product: i in [16, 24), k in [24, 32)",
+        "leaf: i in [24, 32), k in [24, 32)", "product: i in [0, 32), k in [32, 37)",
+        "leaf: i in [32, 37), k in [32, 37)"]
+    assert verify_split(distributed, split, record) is None
+
+
+@pytest.mark.parametrize(("m", "stop", "pieces"), [(100, 4, 49), (100, 16, 13), (64, 8, 15)])
+def test_several_levels_at_odd_and_even_sizes_are_proven(m, stop, pieces):
+    _, distributed = _trmm(m)
+    _, record = recursion.recursive_split(distributed, "S0", stop)
+    assert len(record.pieces) == pieces
+    assert record.pieces[0].where.startswith("leaf: i in [0, ")
+
+
+@pytest.mark.parametrize("swap", [(0, 1), (1, 2)])
+def test_a_wrong_order_fails_the_proof(swap):
+    """(0, 1): the first product before the leaf it follows (row i's sum would add the
+    steps of [8, 16) before those of [0, 8)); (1, 2): after the right half, which has
+    overwritten rows 8..15 the product reads as old values (the paper's two wrong
+    orders)."""
+    _, distributed = _trmm(37)
+    split, record = recursion.recursive_split(distributed, "S0", 8)
+    pieces = [(p.where, p.domain.set_tuple_name("S0")) for p in record.pieces]
+    order = list(range(len(pieces)))
+    a, b = swap
+    order[a], order[b] = order[b], order[a]
+    wrong, wrong_record = split_into(distributed, "S0", pieces, 0, order)
+    problem = verify_split(distributed, wrong, wrong_record)
+    assert problem is not None and "flow" in problem
+
+
+def test_a_division_that_later_rows_read_cannot_leave_its_loop():
+    """trisolv: ``x[i] = x[i] / L[i][i]`` is read by every later row's sum; run after
+    the whole loop, those rows would read undivided values."""
+    sizes = {"n": 17}
+    scop = recursion.at_sizes(prepare(TRISOLV, params=sizes).source_scop, sizes)
+    last = scop.statements[-1].name
+    with pytest.raises(PolygpuError, match="cannot run after its loops"):
+        recursion.distribute(scop, last)
+
+
+def test_a_block_no_larger_than_the_stop_size_is_not_split():
+    _, distributed = _trmm(8)
+    with pytest.raises(PolygpuError, match="no more than the stop size"):
+        recursion.recursive_split(distributed, "S0", 8)
+
+
+def test_a_product_without_an_in_place_triangle_has_no_rows_to_recurse_on():
+    sizes = {"n": 16}
+    scop = recursion.at_sizes(prepare("kernels/mm.c", params=sizes).source_scop, sizes)
+    with pytest.raises(PolygpuError, match="in-place triangular update"):
+        recursion.roles(scop, scop.statements[-1].name)
