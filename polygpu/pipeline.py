@@ -35,6 +35,7 @@ from polygpu.schedule.variant import MAX_THREADS, Variant
 from polygpu.transform.expand import Expansion, expand_temporaries
 from polygpu.transform.expand import Refusal as ExpandRefusal
 from polygpu.transform.layout import Relayout, relayout_batch
+from polygpu.transform.recursion import at_sizes, distribute, recursive_split, roles
 from polygpu.transform.snapshot import Snapshot, snapshot_inputs
 from polygpu.transform.split import Refusal, Splitting, split_statements
 
@@ -178,6 +179,8 @@ class Prepared:
     splitting: Splitting | None = None
     snapshot: Snapshot | None = None
     relayout: Relayout | None = None  # set on the relaid twin (see ``relaid``)
+    params: Mapping[str, int] | None = None  # the sizes prepare() was given
+    recursion: int = 0  # the leaf rows of a recursive twin (see ``recursive``)
 
     def __post_init__(self):
         if self.source_scop is None:
@@ -231,10 +234,26 @@ class Prepared:
         return (replace(self, analysis=whole, candidates=tuple(composed), relayout=relayout),
                 replace(self, analysis=body_an, candidates=tuple(body), relayout=relayout))
 
+    def recursive(self, stop: int) -> Prepared:
+        """The region with its in-place triangular updates split recursively down to
+        ``stop`` rows a leaf (transform/recursion.py, proven) at the sizes prepare()
+        was given, analysed and scheduled: what a ``recursion`` variant compiles.
+        PolygpuError where there are no sizes or no such update."""
+        if stop not in self._recursive:
+            self._recursive[stop] = _recursive_region(self, stop)
+        return self._recursive[stop]
+
+    @cached_property
+    def _recursive(self) -> dict[int, Prepared]:
+        return {}
+
     def of(self, variant: Variant) -> tuple[Prepared, Variant]:
         """The prepared region ``variant`` compiles and the variant its kernels are
         built with: for a ``relayout`` variant the relaid region and the variant with
-        the copy kernels' plans (refused where the region has none), else this one."""
+        the copy kernels' plans (refused where the region has none), for a
+        ``recursion`` variant the recursively split region, else this one."""
+        if variant.recursion and not self.recursion:
+            return self.recursive(variant.recursion).of(variant)
         if not variant.relayout or self.relayout is not None:
             return self, variant
         if self.relaid is None:
@@ -277,7 +296,42 @@ def prepare(spec: str, function: str | None = None, defines: Sequence[str] = (),
         # only a one-thread plan: statements cut where a read meets their own write
         # (transform/split.py, proven), kept only if the scheduler then does better
         splitting, an, found = _split(an.scop, an, found)
-    return Prepared(spec, an, found, scop, expansion, splitting, snapshot)
+    return Prepared(spec, an, found, scop, expansion, splitting, snapshot,
+                    params=dict(params) if params else None)
+
+
+def _recursive_region(prepared: Prepared, stop: int) -> Prepared:
+    """:meth:`Prepared.recursive`: every statement that is an in-place triangular update
+    (:func:`~polygpu.transform.recursion.roles`) split into the recursion's blocks, the
+    statements after it in its loops first moved to nests of their own (both proven);
+    the original region at the sizes, not the expanded or snapshot one."""
+    if not prepared.params:
+        raise PolygpuError("variant: recursion cuts the rows at constant positions: give "
+                           "the sizes (-p NAME=VALUE)", prepared.source_scop.loc)
+    scop = at_sizes(prepared.source_scop, prepared.params)
+    records, why = [], []
+    for s in prepared.source_scop.statements:
+        try:
+            roles(scop, s.name)
+        except PolygpuError as e:
+            why.append(str(e.args[0]) if e.args else str(e))
+            continue
+        # the statements after it in its loops (in textual order, as the list is)
+        names = [t.name for t in prepared.source_scop.statements]
+        here = scop.statement(s.name)
+        for t in prepared.source_scop.statements[names.index(s.name) + 1:]:
+            if set(scop.statement(t.name).loops) & set(here.loops):
+                scop = distribute(scop, t.name)
+                here = scop.statement(s.name)
+        scop, record = recursive_split(scop, s.name, stop)
+        records.append(record)
+    if not records:
+        raise PolygpuError("variant: recursion needs an in-place triangular update; "
+                           + "; ".join(why), prepared.source_scop.loc)
+    an = analyze(scop)
+    return replace(prepared, analysis=an, candidates=candidates(an), expansion=None,
+                   splitting=Splitting(scop, tuple(records), ()), snapshot=None,
+                   recursion=stop)
 
 
 def _parallel_dims(found: tuple[Transformation, ...], names: frozenset[str]) -> int:

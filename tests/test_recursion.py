@@ -106,3 +106,47 @@ def test_a_product_without_an_in_place_triangle_has_no_rows_to_recurse_on():
     scop = recursion.at_sizes(prepare("kernels/mm.c", params=sizes).source_scop, sizes)
     with pytest.raises(PolygpuError, match="in-place triangular update"):
         recursion.roles(scop, scop.statements[-1].name)
+
+
+# --------------------------------------------------------------------------------------
+# Through the pipeline: Variant.recursion
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("m", "stop", "launches"), [(37, 8, 10), (100, 16, 14)])
+def test_a_recursive_trmm_compiles_to_its_blocks_and_is_exact(m, stop, launches):
+    """The variant compiles the split region: one kernel per block (the products
+    parallel over their rows and columns, the leaves over their columns, rows in turn
+    inside) and the scaling's pass, checked against the original nest on the
+    emulator at odd sizes, several levels deep."""
+    from polygpu.pipeline import compile_region
+    from polygpu.runtime.check import check_program
+    from polygpu.schedule.variant import Variant
+
+    sizes = {"m": m, "n": 23}
+    variant = Variant(tile=(32, 32), threads=(8, 32), specialize=True, recursion=stop)
+    compiled = compile_region(TRMM, variant=variant, params=sizes)
+    assert len(compiled.program.launches) == launches
+    (record,) = compiled.splitting.split
+    assert record.cuts == (f"i recursively, stop {stop}",)
+    spaces = {k.statements[0]: k.n_mapped for k in compiled.kernels}
+    kinds = {p.name: p.where.split(":")[0] for p in record.pieces}
+    assert {spaces[name] for name, kind in kinds.items() if kind == "product"} == {2}
+    assert {spaces[name] for name, kind in kinds.items() if kind == "leaf"} == {1}
+    result = check_program(compiled.program, compiled.source_scop, TRMM, sizes, seed=3)
+    assert result.ok, result.message
+
+
+def test_recursion_needs_the_sizes_and_a_triangular_update():
+    from polygpu.pipeline import compile_region
+    from polygpu.schedule.variant import Variant
+
+    variant = Variant(recursion=8)
+    with pytest.raises(PolygpuError, match="give the sizes"):
+        compile_region(TRMM, variant=variant)
+    with pytest.raises(PolygpuError, match="needs an in-place triangular update"):
+        compile_region("kernels/mm.c", variant=variant, params={"n": 16})
+    assert "recursion" not in Variant().to_json()
+    assert Variant.from_json(variant.to_json()) == variant
+    with pytest.raises(PolygpuError, match="recursion -1"):
+        Variant(recursion=-1)

@@ -43,9 +43,10 @@ def add_variant_arguments(p: argparse.ArgumentParser) -> None:
                    help="the variant as JSON, e.g. '{\"tile\": [4, 128], \"threads\": "
                    "[4, 32], \"jam\": true}' (fields: candidate, tile, threads, jam, "
                    "time_tile, unroll, blocked, chunk, prefetch, double_buffer, shared, "
-                   "padding, registers, specialize, mma; see docs/scheduling.md for chunk "
-                   "and mma, docs/memory.md, and docs/search.md for specialize, which "
-                   "needs -p for every parameter)")
+                   "padding, registers, specialize, mma, recursion; see "
+                   "docs/scheduling.md for chunk and mma, docs/memory.md, "
+                   "docs/transform.md for recursion, and docs/search.md for specialize, "
+                   "which needs -p for every parameter)")
     p.add_argument("--tile", metavar="T[,T..]",
                    help="block tile per space dimension, innermost last (sets 'tile')")
     p.add_argument("--threads", metavar="T[,T..]",

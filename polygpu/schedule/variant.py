@@ -24,7 +24,7 @@ from polygpu.errors import PolygpuError
 MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
 MAX_THREADS = 1024
 PROGRAM_WIDE = ("candidate", "specialize", "device_steps", "resident", "fast_math",
-                "elements_per_block", "relayout", "kernels")
+                "elements_per_block", "relayout", "recursion", "kernels")
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,10 @@ class Variant:
     # cores (sm_80 on; codegen/mma.py): 4 threads along x with runs of 2 points, a
     # multiple of 8 along y
     mma: bool = False
+    # an in-place triangular update's rows split recursively down to this many a leaf
+    # (seed 002; transform/recursion.py: products and leaves, proven), at the sizes
+    # given; 0: not split.  ``candidate`` then counts the split region's candidates
+    recursion: int = 0
     # per-kernel overrides: (kernel index, ((field, value), ...)), sorted by index
     kernels: tuple[tuple[int, tuple[tuple[str, object], ...]], ...] = ()
 
@@ -103,6 +107,9 @@ class Variant:
         if self.blocked and self.chunk > 1:
             raise PolygpuError("variant: blocked already deals each thread one contiguous "
                                "run; chunk must be 1 with it")
+        if self.recursion < 0:
+            raise PolygpuError(f"variant: recursion {self.recursion} is 0 (off) or the rows "
+                               "of a leaf")
         if not -1 <= self.padding < 32:
             raise PolygpuError(f"variant: padding {self.padding} is not -1 (solver) or "
                                "0..31")
@@ -148,6 +155,8 @@ class Variant:
             del data["relayout"]
         if not self.mma:
             del data["mma"]
+        if not self.recursion:
+            del data["recursion"]
         if not self.resident:
             del data["resident"]
         if self.elements_per_block == 1:

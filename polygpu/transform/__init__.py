@@ -20,5 +20,5 @@ cannot be proven is not applied (never a wrong program, at worst a slower one).
   inner loops in parallel.
 * :mod:`polygpu.transform.recursion` -- the recursion of seed 002 (KBLAS) as an index-set
   split: an in-place triangular update's blocks (leaves and products) in a proven order,
-  and the distribution of a statement out of its loops (not yet called by the pipeline).
+  and the distribution of a statement out of its loops (``Variant.recursion``).
 """

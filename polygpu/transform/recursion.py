@@ -24,9 +24,10 @@ A statement sharing its loops with others (PolyBench's trmm scales each row by
 statement into a nest of its own after the one it was in, where the dataflow allows
 (proven the same way; trmm's scaling moves, a solve's division cannot).
 
-Not yet: the pipeline does not call this (the pieces need their own plans: products as
-mm, leaves as strips; issue 22), and solves, whose division shares the rows' loops,
-need several statements split together.
+A ``recursion`` variant compiles the split region (``Prepared.recursive``,
+pipeline.py).  Not yet: plans of their own for the pieces (products as mm, leaves as
+strips; issue 22), and solves, whose division shares the rows' loops, need several
+statements split together.
 """
 
 from __future__ import annotations
