@@ -150,3 +150,25 @@ def test_recursion_needs_the_sizes_and_a_triangular_update():
     assert Variant.from_json(variant.to_json()) == variant
     with pytest.raises(PolygpuError, match="recursion -1"):
         Variant(recursion=-1)
+
+
+def test_the_products_take_register_tiled_plans_of_their_own():
+    """Per-kernel variants: the products (two mapped dimensions) as 32 x 32 register
+    tiles, the leaves a row of 32 threads over the columns -- exact at m = 100, n = 70."""
+    from polygpu.pipeline import compile_region, prepare
+    from polygpu.runtime.check import check_program
+    from polygpu.schedule.variant import Variant
+
+    sizes = {"m": 100, "n": 70}
+    variant = Variant(tile=(32,), threads=(32,), specialize=True, recursion=16)
+    region, _ = prepare(TRMM, params=sizes).of(variant)
+    mm = Variant(tile=(32, 32), threads=(8, 16), jam=True, time_tile=16, specialize=True)
+    products = [k for k, ks in enumerate(region.candidates[0].kernels)
+                if ks.n_space == 2 and ks.statements[0] != "S1"]
+    assert len(products) == 6
+    for k in products:
+        variant = variant.with_kernel(k, mm)
+    compiled = compile_region(TRMM, variant=variant, params=sizes)
+    assert [k.index for k in compiled.kernels if k.unroll_dims] == products
+    result = check_program(compiled.program, compiled.source_scop, TRMM, sizes, seed=3)
+    assert result.ok, result.message
