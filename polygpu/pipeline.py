@@ -308,6 +308,14 @@ def _recursive_region(prepared: Prepared, stop: int) -> Prepared:
     if not prepared.params:
         raise PolygpuError("variant: recursion cuts the rows at constant positions: give "
                            "the sizes (-p NAME=VALUE)", prepared.source_scop.loc)
+    try:
+        return _recursive_split_region(prepared, stop)
+    except isl.Error as e:  # optional, like every transformation: refused, with why
+        raise PolygpuError(f"variant: recursion: isl could not split or prove the region "
+                           f"({e})", prepared.source_scop.loc) from None
+
+
+def _recursive_split_region(prepared: Prepared, stop: int) -> Prepared:
     scop = at_sizes(prepared.source_scop, prepared.params)
     records, why = [], []
     for s in prepared.source_scop.statements:
