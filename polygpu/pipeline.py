@@ -318,16 +318,16 @@ def _recursive_region(prepared: Prepared, stop: int) -> Prepared:
 def _recursive_split_region(prepared: Prepared, stop: int) -> Prepared:
     scop = at_sizes(prepared.source_scop, prepared.params)
     records, why = [], []
-    for s in prepared.source_scop.statements:
+    original = prepared.source_scop.statements
+    for k, s in enumerate(original):
         try:
             roles(scop, s.name)
         except PolygpuError as e:
             why.append(str(e.args[0]) if e.args else str(e))
             continue
         # the statements after it in its loops (in textual order, as the list is)
-        names = [t.name for t in prepared.source_scop.statements]
         here = scop.statement(s.name)
-        for t in prepared.source_scop.statements[names.index(s.name) + 1:]:
+        for t in original[k + 1:]:
             if set(scop.statement(t.name).loops) & set(here.loops):
                 scop = distribute(scop, t.name)
                 here = scop.statement(s.name)

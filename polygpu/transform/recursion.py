@@ -48,8 +48,10 @@ from polygpu.transform.split import (
     order_pieces,
     own_dependences,
     same_dataflow,
+    shifted,
     split_into,
     verify_split,
+    with_constant,
 )
 
 
@@ -85,11 +87,11 @@ def partition(lo: int, hi: int, stop: int) -> list[Block]:
             + partition(mid, hi, stop))
 
 
-def roles(scop: Scop, statement: str) -> tuple[int, int, int]:
-    """``(row, step, dim)``: the statement's iterator indices of the rows it updates and
-    of its reduction, and the dimension of its target they index -- where it reads its
-    own array at the same subscripts but in one dimension, there ``step`` where it
-    writes ``row`` (``B[k][j]`` against ``B[i][j]``).  PolygpuError otherwise."""
+def roles(scop: Scop, statement: str) -> tuple[int, int]:
+    """``(row, step)``: the statement's iterator indices of the rows it updates and of
+    its reduction -- where it reads its own array at the same subscripts but in one
+    dimension, there ``step`` where it writes ``row`` (``B[k][j]`` against
+    ``B[i][j]``).  PolygpuError otherwise."""
     s = scop.statement(statement)
     target = s.body.target
     if not isinstance(target, ir.ArrayRef):
@@ -107,7 +109,7 @@ def roles(scop: Scop, statement: str) -> tuple[int, int, int]:
         a, b = read.subscripts[d], written[0].subscripts[d]
         if isinstance(a, ir.IntVar) and isinstance(b, ir.IntVar) and \
                 a.name in s.iterators and b.name in s.iterators:
-            return s.iterators.index(b.name), s.iterators.index(a.name), d
+            return s.iterators.index(b.name), s.iterators.index(a.name)
     raise PolygpuError(f"{statement}: no read of its own array at its target's subscripts "
                        f"but one row (an in-place triangular update)", s.loc)
 
@@ -137,7 +139,7 @@ def recursive_split(scop: Scop, statement: str, stop: int,
         others = sorted({t for lid in s.loops for t in scop.loops[lid].statements} - {s.name})
         raise PolygpuError(f"{statement}: its loops also hold {', '.join(others)} "
                            f"(distribute them first)", s.loc)
-    row, step, _ = roles(scop, statement)
+    row, step = roles(scop, statement)
     bounds = []
     for d in (row, step):
         low, high = s.domain.dim_min_val(d), s.domain.dim_max_val(d)
@@ -199,15 +201,11 @@ def distribute(scop: Scop, statement: str) -> Scop:
         sched = t.schedule
         if t.name == s.name:
             for pos in range(0, width, 2):
-                sched = sched.project_out(isl.dim_type.out, pos, 1).insert_dims(
-                    isl.dim_type.out, pos, 1).fix_val(isl.dim_type.out, pos,
-                                                      isl.Val(top + 1 if pos == 0 else 0))
+                sched = with_constant(sched, pos, top + 1 if pos == 0 else 0)
             statements.append(replace(t, schedule=sched, loops=new_ids))
             continue
         if fixed_value(sched, 0) > top:
-            sched = sched.project_out(isl.dim_type.out, 0, 1).insert_dims(
-                isl.dim_type.out, 0, 1).fix_val(isl.dim_type.out, 0,
-                                                isl.Val(fixed_value(t.schedule, 0) + 1))
+            sched = shifted(sched, 0, 1)
         statements.append(replace(t, schedule=sched,
                                   loops=tuple(renumber[lid] for lid in t.loops)))
     new = replace(scop, statements=tuple(statements), loops=tuple(loops))

@@ -442,16 +442,14 @@ def split_into(scop: Scop, statement: str, pieces: list[tuple[str, isl.Set]], de
             sched = t.schedule
             if (t.loops[:depth] == s.loops[:depth] and len(t.loops) >= depth
                     and fixed_value(sched, position) > slot):
-                sched = _shifted(sched, position, shift)
+                sched = shifted(sched, position, shift)
             statements.append(replace(t, schedule=sched,
                                       loops=tuple(new_id[lid] for lid in t.loops)))
             continue
         for k, (name, _, dom) in enumerate(chosen):
             domain = dom.set_tuple_name(name)
-            sched = s.schedule.intersect_domain(dom).set_tuple_name(isl.dim_type.in_, name)
-            sched = sched.project_out(isl.dim_type.out, position, 1).insert_dims(
-                isl.dim_type.out, position, 1).fix_val(isl.dim_type.out, position,
-                                                       isl.Val(slot + k))
+            sched = with_constant(s.schedule.intersect_domain(dom).set_tuple_name(
+                isl.dim_type.in_, name), position, slot + k)
             accesses = tuple(replace(a, statement=name, relation=a.relation.intersect_domain(
                 dom).set_tuple_name(isl.dim_type.in_, name)) for a in s.accesses)
             loop_ids = tuple(new_id[lid] for lid in s.loops[:depth]) + tuple(piece_loops[name])
@@ -471,11 +469,16 @@ def fixed_value(schedule: isl.Map, position: int) -> int:
     return int(val.to_python()) if val.is_int() else 0
 
 
-def _shifted(schedule: isl.Map, position: int, by: int) -> isl.Map:
-    value = fixed_value(schedule, position)
+def shifted(schedule: isl.Map, position: int, by: int) -> isl.Map:
+    """``schedule`` with the constant at output ``position`` moved by ``by``."""
+    return with_constant(schedule, position, fixed_value(schedule, position) + by)
+
+
+def with_constant(schedule: isl.Map, position: int, value: int) -> isl.Map:
+    """``schedule`` with output ``position`` (a statement-order dimension) set to
+    ``value``."""
     return schedule.project_out(isl.dim_type.out, position, 1).insert_dims(
-        isl.dim_type.out, position, 1).fix_val(isl.dim_type.out, position,
-                                               isl.Val(value + by))
+        isl.dim_type.out, position, 1).fix_val(isl.dim_type.out, position, isl.Val(value))
 
 
 # --------------------------------------------------------------------------------------
