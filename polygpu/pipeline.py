@@ -35,7 +35,13 @@ from polygpu.schedule.variant import MAX_THREADS, Variant
 from polygpu.transform.expand import Expansion, expand_temporaries
 from polygpu.transform.expand import Refusal as ExpandRefusal
 from polygpu.transform.layout import Relayout, relayout_batch
-from polygpu.transform.recursion import at_sizes, distribute, recursive_split, roles
+from polygpu.transform.recursion import (
+    at_sizes,
+    distribute,
+    recursive_split,
+    roles,
+    snapshot_leaves,
+)
 from polygpu.transform.snapshot import Snapshot, snapshot_inputs
 from polygpu.transform.split import Refusal, Splitting, split_statements
 
@@ -333,6 +339,10 @@ def _recursive_split_region(prepared: Prepared, stop: int) -> Prepared:
                 here = scop.statement(s.name)
         scop, record = recursive_split(scop, s.name, stop)
         records.append(record)
+        try:  # the leaves' rows in parallel, their old values from a workspace (proven)
+            scop = snapshot_leaves(scop, record)
+        except PolygpuError as e:
+            why.append(str(e.args[0]) if e.args else str(e))
     if not records:
         raise PolygpuError("variant: recursion needs an in-place triangular update; "
                            + "; ".join(why), prepared.source_scop.loc)

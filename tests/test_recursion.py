@@ -5,6 +5,8 @@ leave its loops refused by the same proof."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from polygpu.errors import PolygpuError
@@ -115,10 +117,11 @@ def test_a_product_without_an_in_place_triangle_has_no_rows_to_recurse_on():
 
 @pytest.mark.parametrize(("m", "stop", "launches"), [(37, 8, 10), (100, 16, 14)])
 def test_a_recursive_trmm_compiles_to_its_blocks_and_is_exact(m, stop, launches):
-    """The variant compiles the split region: one kernel per block (the products
-    parallel over their rows and columns, the leaves over their columns, rows in turn
-    inside) and the scaling's pass, checked against the original nest on the
-    emulator at odd sizes, several levels deep."""
+    """The variant compiles the split region: each leaf's rows copied to the workspace
+    first (a kernel of its own), then the leaf and the product after it, parallel over
+    their rows and columns (the scheduler fuses the two: each element's sum goes on in
+    its own thread), the scaling pass with the last leaf; checked against the original
+    nest on the emulator at odd sizes, several levels deep."""
     from polygpu.pipeline import compile_region
     from polygpu.runtime.check import check_program
     from polygpu.schedule.variant import Variant
@@ -129,12 +132,47 @@ def test_a_recursive_trmm_compiles_to_its_blocks_and_is_exact(m, stop, launches)
     assert len(compiled.program.launches) == launches
     (record,) = compiled.splitting.split
     assert record.cuts == (f"i recursively, stop {stop}",)
-    spaces = {k.statements[0]: k.n_mapped for k in compiled.kernels}
     kinds = {p.name: p.where.split(":")[0] for p in record.pieces}
-    assert {spaces[name] for name, kind in kinds.items() if kind == "product"} == {2}
-    assert {spaces[name] for name, kind in kinds.items() if kind == "leaf"} == {1}
+    assert {k.n_mapped for k in compiled.kernels} == {2}
+    copies = [k for k in compiled.kernels if not set(k.statements) & set(kinds)]
+    leaves = [k for k in compiled.kernels if any(kinds.get(s) == "leaf" for s in k.statements)]
+    assert len(copies) == len(leaves) == sum(1 for v in kinds.values() if v == "leaf")
+    for copy in copies:  # right before its leaf
+        assert compiled.kernels[copy.index + 1] in leaves
+    workspace = next(a for a in compiled.kernel_scop.arrays if a.name.startswith("pg_w_"))
+    assert workspace.kind == "scratch" and int(str(workspace.shape_exprs[0])) < stop
     result = check_program(compiled.program, compiled.source_scop, TRMM, sizes, seed=3)
     assert result.ok, result.message
+
+
+def test_the_leaves_workspace_is_proven_and_a_late_copy_refused():
+    """Each leaf reads its rows' old values from a copy taken just before it; the proof
+    follows every moved read to its copy and the copy's read to the value the original
+    read saw.  A copy taken after its leaf (the rows already overwritten) fails it."""
+    from polygpu.transform.split import fixed_value, with_constant
+
+    _, distributed = _trmm(37)
+    split, record = recursion.recursive_split(distributed, "S0", 8)
+    new = recursion.snapshot_leaves(split, record)
+    leaves = [p.name for p in record.pieces if p.where.startswith("leaf")]
+    copies = [s.name for s in new.statements if s.name not in
+              {t.name for t in split.statements}]
+    assert len(copies) == len(leaves) == 5
+    pairs = []
+    for leaf in leaves:
+        at = fixed_value(new.statement(leaf).schedule, 0)
+        copy = next(c for c in copies if fixed_value(new.statement(c).schedule, 0) == at - 1)
+        pairs.append((leaf, copy))
+    assert recursion.verify_leaf_snapshots(split, new, "B", "pg_w_B", pairs) is None
+    # the second leaf's copy moved after the leaf (and before what follows it)
+    leaf, copy = pairs[1]
+    at = fixed_value(new.statement(leaf).schedule, 0)
+    late = tuple(replace(s, schedule=with_constant(s.schedule, 0, at)) if s.name == copy
+                 else replace(s, schedule=with_constant(s.schedule, 0, at - 1))
+                 if s.name == leaf else s for s in new.statements)
+    problem = recursion.verify_leaf_snapshots(split, replace(new, statements=late), "B",
+                                              "pg_w_B", pairs)
+    assert problem is not None and leaf in problem
 
 
 def test_recursion_needs_the_sizes_and_a_triangular_update():
@@ -153,8 +191,8 @@ def test_recursion_needs_the_sizes_and_a_triangular_update():
 
 
 def test_the_products_take_register_tiled_plans_of_their_own():
-    """Per-kernel variants: the products (two mapped dimensions) as 32 x 32 register
-    tiles, the leaves a row of 32 threads over the columns -- exact at m = 100, n = 70."""
+    """Per-kernel variants: the leaves and products as 32 x 32 register tiles, the
+    workspace copies a row of 32 threads -- exact at m = 100, n = 70."""
     from polygpu.pipeline import compile_region, prepare
     from polygpu.runtime.check import check_program
     from polygpu.schedule.variant import Variant
@@ -163,12 +201,70 @@ def test_the_products_take_register_tiled_plans_of_their_own():
     variant = Variant(tile=(32,), threads=(32,), specialize=True, recursion=16)
     region, _ = prepare(TRMM, params=sizes).of(variant)
     mm = Variant(tile=(32, 32), threads=(8, 16), jam=True, time_tile=16, specialize=True)
+    (record,) = region.splitting.split
+    pieces = {p.name for p in record.pieces}
     products = [k for k, ks in enumerate(region.candidates[0].kernels)
-                if ks.n_space == 2 and ks.statements[0] != "S1"]
-    assert len(products) == 6
+                if set(ks.statements) & pieces]
+    assert len(products) == 7  # a leaf and the product after it each
     for k in products:
         variant = variant.with_kernel(k, mm)
     compiled = compile_region(TRMM, variant=variant, params=sizes)
     assert [k.index for k in compiled.kernels if k.unroll_dims] == products
     result = check_program(compiled.program, compiled.source_scop, TRMM, sizes, seed=3)
     assert result.ok, result.message
+
+
+def test_a_products_old_rows_are_staged_apart_from_its_target():
+    """A product updates rows [lo, mid) of B from rows [mid, hi) that it never writes
+    (memory/placement.apart_reads): its register tile holds the target, the old rows are
+    staged like a read-only operand, tile by tile and prefetched -- one buffer for both
+    would span every row between them and the whole reduction (exact at m = 512)."""
+    from polygpu.memory.placement import apart_reads
+    from polygpu.pipeline import compile_variant, prepare
+    from polygpu.runtime.check import check_program
+    from polygpu.schedule.variant import Variant
+
+    sizes = {"m": 512, "n": 64}
+    prepared = prepare(TRMM, params=sizes)
+    variant = Variant(tile=(32,), threads=(32,), specialize=True, recursion=128)
+    region, _ = prepared.of(variant)
+    (record,) = region.splitting.split
+    top = next(p.name for p in record.pieces
+               if p.where == "product: i in [0, 256), k in [256, 512)")
+    k = next(k for k, ks in enumerate(region.candidates[0].kernels) if top in ks.statements)
+    mm = Variant(tile=(32, 32), threads=(8, 16), jam=True, time_tile=16, prefetch=True,
+                 specialize=True)
+    compiled = compile_variant(prepared, variant.with_kernel(k, mm), sizes)
+    kernel = compiled.kernels[k]
+    step_read = next(a for a in compiled.kernel_scop.statement(top).accesses
+                     if a.kind == "read" and a.array == "B" and a.text == "B[k][j]")
+    assert (top, step_read.ref) in apart_reads(compiled.kernel_scop, kernel, "B")
+    mine = {b.name: b for b in compiled.memory.buffers_of(k) if b.array == "B"}
+    assert mine["B_reg"].space == "register" and (top, step_read.ref) not in mine["B_reg"].refs
+    staged = mine["B_sh1"]
+    assert staged.apart and staged.reads is not None and staged.writes is None
+    assert staged.level == kernel.n_tile_levels and staged.box.extents == (16, 32)
+    assert staged.prefetch
+    result = check_program(compiled.program, compiled.source_scop, TRMM, sizes, seed=5)
+    assert result.ok, result.message
+
+
+def test_the_model_plans_each_piece_for_its_size():
+    """search/recursion_plans: one plan per stop size below the rows (512 is not), each
+    product (and leaf) with an mm plan no wider than its block, cheapest first."""
+    from polygpu.pipeline import prepare
+    from polygpu.search.recursion_plans import FLOAT_PRODUCTS, recursion_plans
+    from polygpu.search.space import kernel_shapes
+
+    sizes = {"m": 300, "n": 96}
+    prepared = prepare("kernels/trmm.c", params=sizes)
+    plans = recursion_plans(prepared, sizes, (64, 128, 512))
+    assert sorted(p.variant.recursion for p in plans) == [64, 128]
+    assert [p.seconds for p in plans] == sorted(p.seconds for p in plans)
+    for plan in plans:
+        region = prepared.recursive(plan.variant.recursion)
+        shapes = kernel_shapes(region, sizes, 0)
+        for k, p in plan.products:
+            tile = FLOAT_PRODUCTS[p].tile
+            assert all(t <= e for t, e in zip(tile, shapes[k].extents, strict=True))
+            assert plan.variant.for_kernel(k).tile == tile

@@ -93,6 +93,10 @@ def view(buffer: Buffer, index64: bool = False, known: isl.Set | None = None
 
 def _gist(pa: isl.PwAff, context: isl.Set) -> isl.PwAff:
     pa = pa.align_params(context.get_space())
+    if pa.domain().intersect_params(context.align_params(pa.get_space())).is_empty():
+        # a buffer of references that do not run in this part of a kernel (a split
+        # kernel's whole tiles without the statement): printed as it is, never used
+        return pa
     return single_piece(pa.gist_params(context.align_params(pa.get_space())))
 
 

@@ -32,10 +32,12 @@ from polygpu.schedule.tiling import TiledKernel
 from polygpu.schedule.transformation import Transformation
 
 
-def live_in_reads(an: Analysis, kernel: TiledKernel, array: str) -> isl.Set | None:
+def live_in_reads(an: Analysis, kernel: TiledKernel, array: str,
+                  refs: frozenset[tuple[str, int]] | None = None) -> isl.Set | None:
     """The elements of ``array`` one thread of ``kernel`` reads (block and thread
     coordinates as parameters, as :func:`~polygpu.memory.footprints.footprint`) with a
-    value written before the kernel; None if there are none.
+    value written before the kernel (through the references ``(statement, ref)`` of
+    ``refs`` only, if given); None if there are none.
 
     Per read reference: the instances whose last writer (``an``'s flow dependences) is a
     statement of the kernel writing *the element this reference reads* are covered --
@@ -50,6 +52,8 @@ def live_in_reads(an: Analysis, kernel: TiledKernel, array: str) -> isl.Set | No
     result = None
     for acc in scop.accesses:
         if acc.array != array or acc.kind != "read" or acc.statement not in inside:
+            continue
+        if refs is not None and (acc.statement, acc.ref) not in refs:
             continue
         relation = acc.relation
         for d in flows:

@@ -99,7 +99,10 @@ def operand_loads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
         for acc in scop.accesses:
             if acc.statement != name or acc.kind != "read":
                 continue
-            buffer = buffers.get(acc.array)
+            # (the buffer this reference goes through: an array's apart reads have
+            # their own, memory/placement.apart_reads)
+            buffer = plan.buffer_for(kernel.index, name, acc.ref, acc.array) \
+                if plan is not None else None
             if buffer is not None and buffer.space == "register":
                 continue
             distinct, vector = 1, 1

@@ -57,6 +57,7 @@ from polygpu.memory.padding import (
 )
 from polygpu.model import atomic
 from polygpu.model.analysis import Analysis
+from polygpu.model.isl_budget import OutOfBudget, isl_operation_budget
 from polygpu.model.isl_util import maps_of, memo_by_identity, union_optional
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
@@ -69,6 +70,12 @@ STATIC_SHARED_BYTES = 48 * 1024  # larger needs dynamic shared memory (opt-in)
 MAX_SHARED_BYTES = 227 * 1024  # sm_90's opt-in maximum per block
 REGISTER_SUFFIX = "_reg"  # a register buffer's C name: the array's and this
 MAX_PREFETCH = 32  # prefetch registers per thread, over all buffers of a kernel
+# a shared copy no larger than this is staged at the outermost tile level that bounds it;
+# a larger one at a deeper level where that one is no larger than this.  Why: at known
+# sizes (a recursion's pieces, transform/recursion.py) the whole reduction of a block is
+# already a constant box -- 512 x 64 words of each operand for a 512-row trmm product,
+# 256 KB, one block an SM or none -- where its time tile's is 16 x 64
+PREFERRED_BUFFER_BYTES = STATIC_SHARED_BYTES
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,9 @@ class Buffer:
     # only reads has several buffers, one per group of references (see
     # _reference_groups); empty: every reference of ``statements`` to the array
     refs: frozenset[tuple[str, int]] = frozenset()
+    # the references it serves read only elements the kernel never writes (of an array
+    # it does write: :func:`apart_reads`), so it is copied like a read-only array's
+    apart: bool = False
 
     @property
     def storage_order(self) -> tuple[int, ...]:
@@ -187,6 +197,15 @@ class MemoryPlan:
                 out.setdefault(b.array, b)
         return out
 
+    def buffer_for(self, kernel: int, statement: str, ref: int, array: str
+                   ) -> Buffer | None:
+        """The buffer the cost models take for reference ``ref`` of ``statement`` (to
+        ``array``) in ``kernel``: one serving that reference by name, else the array's
+        first buffer for all its references (as :meth:`of_kernel`); None: none."""
+        mine = [b for b in self.buffers if b.kernel == kernel and b.array == array]
+        return next((b for b in mine if (statement, ref) in b.refs),
+                    next((b for b in mine if not b.refs), None))
+
     def buffers_of(self, kernel: int) -> list[Buffer]:
         """Every buffer of ``kernel``, in plan order."""
         return [b for b in self.buffers if b.kernel == kernel]
@@ -207,8 +226,9 @@ def prefetch_count(buffer: Buffer, kernel: TiledKernel) -> int:
 def _prefetched(scop: Scop, kernel: TiledKernel, buffers: list[Buffer]) -> frozenset[str]:
     """The buffers whose shared copy-ins ``kernel`` pipelines through registers: those
     of the deepest tile level (the loop that steps through the tiles) of arrays the
-    kernel never writes -- so loading the next tile early cannot read a value the
-    current one is still producing -- within :data:`MAX_PREFETCH` registers."""
+    kernel never writes, or of references that read none of the elements it writes
+    (``Buffer.apart``) -- so loading the next tile early cannot read a value the current
+    one is still producing -- within :data:`MAX_PREFETCH` registers."""
     shared = [b for b in buffers if b.space == "shared"]
     if not kernel.prefetch or not shared:
         return frozenset()
@@ -218,7 +238,7 @@ def _prefetched(scop: Scop, kernel: TiledKernel, buffers: list[Buffer]) -> froze
     chosen, used = set(), 0
     for b in shared:
         if depth == 0 or b.level != depth or b.reads is None or b.writes is not None \
-                or b.array in written:
+                or (b.array in written and not b.apart):
             continue
         if used + prefetch_count(b, kernel) > MAX_PREFETCH:
             continue
@@ -228,7 +248,8 @@ def _prefetched(scop: Scop, kernel: TiledKernel, buffers: list[Buffer]) -> froze
 
 
 def _reference_groups(scop: Scop, kernel: TiledKernel, an: Analysis, array: str, level: int,
-                      users: frozenset[str]) -> list | None:
+                      users: frozenset[str], only: frozenset[tuple[str, int]] | None = None
+                      ) -> list | None:
     """The read references of ``array`` (in ``users``) in groups whose footprint at
     tile level ``level`` has a constant box: ``[(refs, footprint, box)]``, or None when
     some single reference has none.  Why: a kernel may read an array at places that
@@ -238,10 +259,12 @@ def _reference_groups(scop: Scop, kernel: TiledKernel, an: Analysis, array: str,
     footprint is one tile.  Like PPCG's reference groups, references start alone and
     two groups merge when the box of their union is no larger than their two boxes
     together (references that overlap or touch share a buffer).  Only for arrays the
-    kernel does not write, so two buffers never hold diverging copies of an element."""
+    kernel does not write (or its references ``only``, which read none of the elements
+    it writes), so two buffers never hold diverging copies of an element."""
     refs = [(a.statement, a.ref) for a in scop.accesses
             if a.array == array and a.kind == "read" and a.statement in users
-            and a.statement in kernel.statements]
+            and a.statement in kernel.statements
+            and (only is None or (a.statement, a.ref) in only)]
     if len(refs) < 2:
         return None
 
@@ -272,15 +295,17 @@ def _reference_groups(scop: Scop, kernel: TiledKernel, an: Analysis, array: str,
 
 
 def _group_buffer(kernel: TiledKernel, an: Analysis, array, level: int, index: int,
-                  refs: frozenset, reads: isl.Set, box, forced_padding: int) -> Buffer:
-    """The shared buffer of one reference group (:func:`_reference_groups`)."""
+                  refs: frozenset, reads: isl.Set, box, forced_padding: int,
+                  apart: bool = False) -> Buffer:
+    """The shared buffer of one reference group (:func:`_reference_groups`), or of the
+    references that read apart from the kernel's writes (``apart``)."""
     users = frozenset(st for st, _ in refs)
     order = _storage_order(kernel, an, array.name, len(box.extents), users)
     padding, decision = _padding(kernel, an, array.name, box, array.dtype, forced_padding,
-                                 users, order)
+                                 users, order, refs)
     name = f"{array.name}_sh" + (str(index) if index else "")
     return Buffer(kernel.index, array.name, "shared", name, array.dtype, level, box, padding,
-                  reads, None, decision, users, order=order, refs=refs)
+                  reads, None, decision, users, order=order, refs=refs, apart=apart)
 
 
 def _double_buffered(kernel: TiledKernel, buffers: list[Buffer], budget: int) -> bool:
@@ -302,6 +327,51 @@ def _double_buffered(kernel: TiledKernel, buffers: list[Buffer], budget: int) ->
                          for b in shared):
         return False
     return sum(b.bytes for b in shared) <= budget
+
+
+def apart_reads(scop: Scop, kernel: TiledKernel, array: str) -> frozenset[tuple[str, int]]:
+    """The read references ``(statement, ref)`` of ``array`` in ``kernel`` that touch
+    none of the elements the kernel writes, whatever the parameters (the host steps'
+    iterators among them: one launch); empty where the kernel does not write ``array``.
+
+    Why: all references of a written array share one buffer, the only copy, so that no
+    thread reads a stale element.  A read of elements nobody writes in the kernel sees
+    the same values from any copy, at any time; alone, it may be staged tile by tile
+    and prefetched while the written part stays in registers.  A recursive trmm's
+    products update rows ``[lo, mid)`` of ``B`` from rows ``[mid, hi)``: together their
+    box spans both and every step, apart they are mm's register tile and staged
+    operand (transform/recursion.py)."""
+    inside = set(kernel.statements)
+    mine = [a for a in scop.accesses if a.array == array and a.statement in inside]
+
+    def elements(a) -> isl.Set:
+        return a.relation.intersect_domain(scop.statement(a.statement).domain).range()
+
+    if not any(a.kind == "write" for a in mine):
+        return frozenset()
+    try:  # optional: a question isl cannot answer within its budget keeps one buffer
+        with isl_operation_budget(scop.context.get_ctx()):
+            written = None
+            for a in mine:
+                if a.kind == "write":
+                    part = elements(a)
+                    written = part if written is None else written.union(part)
+            return frozenset((a.statement, a.ref) for a in mine if a.kind == "read"
+                             and elements(a).intersect(written).is_empty())
+    except (OutOfBudget, isl.Error):
+        return frozenset()
+
+
+def _strip_mined(kernel: TiledKernel) -> bool:
+    """Whether ``kernel``'s deepest tile level is a loop (a strip-mined time loop), not
+    a statement-order constant."""
+    if not kernel.n_tile_levels:
+        return False
+    pos = 2 * kernel.n_mapped + kernel.n_tile_levels - 1
+    # (plainly: isl's dim_max of an odd nest's tiled schedule took seconds)
+    return any(m.dim(isl.dim_type.out) > pos and
+               m.plain_get_val_if_fixed(isl.dim_type.out, pos).is_nan()
+               for m in maps_of(kernel.schedule))
 
 
 def _context(an: Analysis, s: isl.Set) -> isl.Set:
@@ -493,7 +563,8 @@ def neighbour_reuse_only(plan: MemoryPlan, tr: Transformation,
 
 
 def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str,
-             forced: int, statements: frozenset[str], order: tuple[int, ...] = ()
+             forced: int, statements: frozenset[str], order: tuple[int, ...] = (),
+             only: frozenset[tuple[str, int]] | None = None
              ) -> tuple[int, PaddingDecision | None]:
     """Algorithm 2 for one buffer, its references' steps in its storage ``order``; rows
     stay 16-byte aligned when threads have runs of points (vector loads)."""
@@ -502,7 +573,8 @@ def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str
     refs: list[SharedReference | LaneReference] = [
         SharedReference("copy", (0,) * (len(box.extents) - 1) + (1,))]
     for acc in an.scop.accesses:
-        if acc.array == array and acc.statement in statements:
+        if acc.array == array and acc.statement in statements and \
+                (not only or (acc.statement, acc.ref) in only):
             name = f"{acc.statement}.{acc.ref} {acc.text}"
             lanes = mma_lanes(kernel, an, acc, box)
             steps = thread_steps(kernel, acc.statement, acc.relation, box)
@@ -553,6 +625,52 @@ def _constant_shape(an: Analysis, array: str) -> int | None:
     return a.element_size * math.prod(e.value for e in a.shape_exprs)
 
 
+def _staged(scop: Scop, kernel: TiledKernel, an: Analysis, array, users: frozenset[str],
+            only: frozenset[tuple[str, int]] | None, forced_padding: int
+            ) -> tuple[int, list[Buffer]] | None:
+    """The tile level and shared buffers of ``array``'s references in ``kernel`` (of
+    ``users``; only those of ``only``, the apart reads or the rest, where given): the
+    outermost level whose copy is small, a larger one only where no deeper level makes
+    it small (:data:`PREFERRED_BUFFER_BYTES`); None where no level bounds it."""
+    is_apart = bool(only) and all(a.kind == "read" for a in scop.accesses
+                                  if (a.statement, a.ref) in only)
+    staged = None
+    # apart reads at the deepest level only, one box (isl's boxes of odd nests take
+    # seconds each: tests/test_fuzz_regressions.py footprint_box_budget)
+    levels = [kernel.n_tile_levels] if is_apart else range(kernel.n_tile_levels + 1)
+    for level in levels:
+        reads = footprint(scop, kernel, array.name, "read", level, threads=False,
+                          statements=users, refs=only)
+        writes = footprint(scop, kernel, array.name, "write", level, threads=False,
+                           statements=users, refs=only)
+        box = _box_of_both(an, reads, writes)
+        made = None
+        if box is None and writes is None and not is_apart:
+            # references far apart (syrk's A[i][k] and A[j][k]: rows of the block's i
+            # and j tiles): one buffer per group of references
+            groups = _reference_groups(scop, kernel, an, array.name, level, users, only)
+            if groups is not None:
+                made = [_group_buffer(kernel, an, array, level, g + is_apart, refs, fp,
+                                      gbox, forced_padding, is_apart)
+                        for g, (refs, fp, gbox) in enumerate(groups)]
+        elif box is not None:
+            order = _storage_order(kernel, an, array.name, len(box.extents), users)
+            padding, decision = _padding(kernel, an, array.name, box, array.dtype,
+                                         forced_padding, users, order, only)
+            made = [Buffer(kernel.index, array.name, "shared",
+                           f"{array.name}_sh" + ("1" if is_apart else ""), array.dtype,
+                           level, box, padding, reads, writes, decision, users,
+                           order=order, refs=only or frozenset(), apart=is_apart)]
+        if made is None:
+            continue
+        small = sum(b.bytes for b in made) <= PREFERRED_BUFFER_BYTES
+        if staged is None or small:
+            staged = (level, made)
+        if small:
+            break
+    return staged
+
+
 def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ...],
                 variant: Variant) -> MemoryPlan:
     """Decide every kernel's buffers and every reference's placement (module doc)."""
@@ -563,8 +681,10 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
     buffers: list[Buffer] = []
     constants: list[str] = []
     constant_bytes = 0
-    where: dict[tuple[int, str], tuple[str, str]] = {}  # (kernel, array) -> (space, reason)
-    users_of: dict[tuple[int, str], frozenset[str]] = {}  # statements using a shared buffer
+    # (kernel, array), or (kernel, array, "apart") for its apart reads -> (space, reason)
+    where: dict[tuple, tuple[str, str]] = {}
+    apart_of: dict[tuple[int, str], frozenset[tuple[str, int]]] = {}
+    users_of: dict[tuple, frozenset[str]] = {}  # statements using a shared buffer
     program_variant = variant
     # the flow dependences of ``an`` are those of the kernels' own launches: the whole
     # region's, or one host step's when the kernels are a step's (else: copy all)
@@ -575,6 +695,12 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
         atomic_targets: dict[str, set[str]] = {}  # array -> its atomic statements
         for name in kernel.atomic:
             atomic_targets.setdefault(an.combinable[name].array, set()).add(name)
+        # per array its references, placed together -- but reads of a written array
+        # that never meet the kernel's writes (apart_reads) are placed on their own,
+        # like a read-only array's, after the others (the cost models read an array's
+        # first buffer)
+        parts = []
+        strip_mined = _strip_mined(kernel)
         for array in scop.arrays:
             if array.kind == "temporary":
                 continue
@@ -582,21 +708,39 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                     if a.array == array.name and a.statement in kernel.statements]
             if not refs:
                 continue
+            # (only where a time loop is strip-mined, the one level an apart read's
+            # buffer moves along, and the kernel's launched: elsewhere the copy would
+            # only add a buffer -- LU's, Cholesky's pivot rows -- measured nowhere)
+            apart = apart_reads(scop, kernel, array.name) \
+                if variant.shared and not variant.device_steps and strip_mined \
+                and array.name not in atomic_targets else frozenset()
+            if not apart:
+                parts.append((array, refs, None, (kernel.index, array.name)))
+                continue
+            own = frozenset((a.statement, a.ref) for a in refs) - apart
+            parts.append((array, [a for a in refs if (a.statement, a.ref) in own], own,
+                          (kernel.index, array.name)))
+            parts.append((array, [a for a in refs if (a.statement, a.ref) in apart], apart,
+                          (kernel.index, array.name, "apart")))
+            apart_of[(kernel.index, array.name)] = apart
+        for array, refs, only, key in parts:
+            is_apart = len(key) == 3
             cands = {an.reuse_of(a.statement, a.ref).candidate for a in refs}
-            key = (kernel.index, array.name)
             atomic = array.name in atomic_targets
             if atomic and not {a.statement for a in refs} <= atomic_targets[array.name]:
                 where[key] = ("global", "atomic updates and other references share it")
                 continue
             # 1. registers
             if variant.registers and "register" in cands:
-                reads = footprint(scop, kernel, array.name, "read", 0, threads=True)
-                writes = footprint(scop, kernel, array.name, "write", 0, threads=True)
+                reads = footprint(scop, kernel, array.name, "read", 0, threads=True,
+                                  refs=only)
+                writes = footprint(scop, kernel, array.name, "write", 0, threads=True,
+                                   refs=only)
                 box = _register_box(an, reads, writes)
                 if box is not None and box.size <= MAX_REGISTERS and (
                         box.size == 1 or kernel.unroll_dims):
                     if not atomic and exact_flow:  # the live copies only (liveness.py)
-                        reads = live_in_reads(an, kernel, array.name) \
+                        reads = live_in_reads(an, kernel, array.name, only) \
                             if reads is not None else None
                         if writes is not None and dead_after(an, tr, kernel, array.name):
                             writes = None
@@ -604,7 +748,8 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                                           array.name + REGISTER_SUFFIX, array.dtype, 0, box, 0,
                                           reads, writes,
                                           statements=frozenset(kernel.statements),
-                                          atomic=atomic))
+                                          atomic=atomic, refs=only or frozenset(),
+                                          apart=is_apart))
                     where[key] = ("register", "")
                     continue
                 where[key] = ("global", "register reuse, but a thread's elements do not "
@@ -639,52 +784,21 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                 users = frozenset(a.statement for a in refs if _wants_shared(
                     an, a, shared_refs) or _group_reuse(
                         [r for r in refs if r.statement == a.statement]))
-            placed = False
-            for level in range(kernel.n_tile_levels + 1):
-                reads = footprint(scop, kernel, array.name, "read", level, threads=False,
-                                  statements=users)
-                writes = footprint(scop, kernel, array.name, "write", level, threads=False,
-                                   statements=users)
-                box = _box_of_both(an, reads, writes)
-                if box is None and writes is None:
-                    # references far apart (syrk's A[i][k] and A[j][k]: rows of the
-                    # block's i and j tiles): one buffer per group of references
-                    groups = _reference_groups(scop, kernel, an, array.name, level, users)
-                    if groups is not None:
-                        made = [_group_buffer(kernel, an, array, level, g, refs, fp, gbox,
-                                              variant.padding)
-                                for g, (refs, fp, gbox) in enumerate(groups)]
-                        if sum(b.bytes for b in made) > budget:
-                            where[key] = ("global", "the tile's data exceeds the "
-                                          "shared-memory budget")
-                            break
-                        budget -= sum(b.bytes for b in made)
-                        buffers += made
-                        where[key] = ("shared", "")
-                        users_of[key] = users
-                        placed = True
-                        break
-                if box is None:
-                    continue
-                order = _storage_order(kernel, an, array.name, len(box.extents), users)
-                padding, decision = _padding(kernel, an, array.name, box, array.dtype,
-                                             variant.padding, users, order)
-                buffer = Buffer(kernel.index, array.name, "shared", f"{array.name}_sh",
-                                array.dtype, level, box, padding, reads, writes, decision,
-                                users, order=order)
-                if buffer.bytes > budget:
-                    where[key] = ("global", f"the tile's data ({buffer.bytes} bytes) "
-                                  "exceeds the shared-memory budget")
-                    break
-                budget -= buffer.bytes
-                buffers.append(buffer)
-                where[key] = ("shared", "")
-                users_of[key] = users
-                placed = True
-                break
-            if not placed and key not in where:
-                where[key] = ("global", "no tile level bounds the block's data by a "
-                              "constant (set time_tile)")
+            staged = _staged(scop, kernel, an, array, users, only, variant.padding)
+            if staged is None:
+                if key not in where:
+                    where[key] = ("global", "no tile level bounds the block's data by a "
+                                  "constant (set time_tile)")
+                continue
+            made = staged[1]
+            if sum(b.bytes for b in made) > budget:
+                where[key] = ("global", f"the tile's data ({sum(b.bytes for b in made)} "
+                              "bytes) exceeds the shared-memory budget")
+                continue
+            budget -= sum(b.bytes for b in made)
+            buffers += made
+            where[key] = ("shared", "")
+            users_of[key] = users
         # the shared copy-ins prefetched through registers (variant's ``prefetch``):
         # recorded on the buffers, for the code generator and the search's cost model
         mine = [b for b in buffers if b.kernel == kernel.index]
@@ -704,8 +818,10 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
             k = tr.kernel_of(a.statement)
         except KeyError:  # a statement that never runs (empty domain) is in no kernel
             k = -1
-        space, reason = where.get((k, a.array), ("", ""))
-        if space == "shared" and a.statement not in users_of[(k, a.array)]:
+        key = (k, a.array, "apart") if (a.statement, a.ref) in apart_of.get(
+            (k, a.array), ()) else (k, a.array)
+        space, reason = where.get(key, ("", ""))
+        if space == "shared" and a.statement not in users_of[key]:
             space, reason = "", "read directly: the staged references are elsewhere"
         default = "global-coalesced" if (a.statement, a.ref) in coalesced else "global"
         placements.append(Placement(

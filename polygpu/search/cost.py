@@ -98,8 +98,13 @@ def predicted_cost(c: Candidate, limits: Limits = SM_90) -> float:
     on each, its concurrency up to what hides latency (a quarter of the warp slots for
     loads, unless the kernel prefetches; an eighth for issue); summed over the launches,
     plus :data:`LAUNCH_SECONDS` per run of each.  Only an order: the times decide."""
-    return sum(max(_launch_times(x, limits)) + x.runs * LAUNCH_SECONDS
-               for x in _launches(c))
+    return sum(launch_seconds(x, limits) for x in _launches(c))
+
+
+def launch_seconds(x: LaunchCost, limits: Limits = SM_90) -> float:
+    """One launch's share of :func:`predicted_cost`: what a plan made of separately
+    chosen kernels (a recursion's pieces, search/recursion_plans.py) sums."""
+    return max(_launch_times(x, limits)) + x.runs * LAUNCH_SECONDS
 
 
 def model_order(c: Candidate, limits: Limits = SM_90) -> tuple:

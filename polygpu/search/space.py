@@ -138,11 +138,11 @@ def shapes(prepared: Prepared, params: Mapping[str, int], limit: int) -> list[Sh
         time_loop = any(_loops_in_time(k) for k in tr.kernels)
         result.append(Shape(c, n, tuple(extents), time_loop, tuple(reduction),
                             _element_bytes(an.scop),
-                            max((_time_extent(k, params) for k in tr.kernels), default=0)))
+                            max((kernel_time_extent(k, params) for k in tr.kernels), default=0)))
     return result
 
 
-def _time_extent(kernel, params: Mapping[str, int]) -> int:
+def kernel_time_extent(kernel, params: Mapping[str, int]) -> int:
     """The most points any dimension of ``kernel``'s time schedules spans at ``params``
     (0 where none varies or a span is not known)."""
     widest = 0

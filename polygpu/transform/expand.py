@@ -331,7 +331,14 @@ def _is_zero(e: ir.IntExpr) -> bool:
 
 def _make_array(scop: Scop, name: str, array: Array, extents: tuple[ir.IntExpr, ...]
                 ) -> Array:
-    shape_exprs = extents + array.shape_exprs
+    return scratch_array(scop, name, array, extents + array.shape_exprs)
+
+
+def scratch_array(scop: Scop, name: str, like: Array, shape_exprs: tuple[ir.IntExpr, ...]
+                  ) -> Array:
+    """A ``scratch`` array ``name`` (runtime-allocated) of ``like``'s type and the extents
+    ``shape_exprs``."""
+    array = like
     b = _Builder(scop.parameters, ())
     shape = tuple(b.int_expr(e, array.loc) for e in shape_exprs)
     dims = tuple(f"d{k}" for k in range(len(shape_exprs)))

@@ -1,0 +1,397 @@
+"""In-place triangular products (seed 002, KBLAS; issue 22): polygpu's plans for trmm
+against cuBLAS in the same run.
+
+The loop nest is PolyBench's trmm as users write it -- ``B := alpha A^T B`` in place, A
+unit lower triangular (``kernels/trmm.c`` in float, ``kernels/polybench/trmm.c`` in
+double) -- at m = n.  Per precision and size:
+
+* **default** -- what ``polygpu compile -p`` gives (the cost model's top plan: today the
+  entry values of ``B`` read from a snapshot, a second m x n array);
+* **rec S** -- the recursion variant with leaves of at most S rows
+  (``Variant.recursion``, transform/recursion.py), in place, each product with the
+  model's mm plan for its size (``search/recursion_plans.py``): the stop-size sweep;
+* **cuBLAS** in place (``C = B``) and out of place (``C`` a third array), ``cublasStrmm_v2``
+  / ``cublasDtrmm_v2`` called through ctypes on torch's stream (right, upper, transposed,
+  unit: the row-major problem seen column-major), checked against numpy first;
+* **mm** -- polygpu's matrix product at the same size (``kernels/mm.c`` with the tuned
+  plan of ``figure5_mm.md`` in float; PolyBench's gemm with its default plan in double),
+  and cuBLAS GEMM through torch: the rates the acceptance compares with.
+
+Every polygpu plan is checked twice before it is timed: against the original loop nest
+on the device at an odd size with the same stop size (m = 3 S + 37, n = 23: several
+recursion levels, partial tiles; the plan built for those sizes by the same rules), and
+at the timed size against cuBLAS's out-of-place result (largest relative error per
+element, 1e-3 in float, 1e-9 in double).  Times: CUDA events around a whole run (every
+launch), one warm-up, the median of ``--repeats``; TRMM counts m^2 n flops, GEMM 2 n^3.
+Plans are compiled first, in a process pool (``--jobs``), then timed one at a time.
+
+    python tuning/triangular.py --sizes 2048 4096 8192 --dtype float32 float64 \\
+        --stops 128 256 512 --out tuning/results/<gpu>
+    python tuning/triangular.py --backend cpu --small          # dry run on the emulator
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import ctypes
+import ctypes.util
+import datetime
+import functools
+import glob
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tuning"))
+
+from polygpu.pipeline import compile_variant, prepare  # noqa: E402
+from polygpu.runtime.check import check_program  # noqa: E402
+from polygpu.runtime.device import get_device  # noqa: E402
+from polygpu.schedule.variant import Variant  # noqa: E402
+from polygpu.search import plan_model  # noqa: E402
+from polygpu.search.recursion_plans import recursion_plan  # noqa: E402
+
+KERNELS = {"float32": str(ROOT / "kernels" / "trmm.c"),
+           "float64": str(ROOT / "kernels" / "polybench" / "trmm.c")}
+MM = {"float32": (str(ROOT / "kernels" / "mm.c"), lambda n: {"n": n}),
+      "float64": (str(ROOT / "kernels" / "polybench" / "gemm.c"),
+                  lambda n: {"ni": n, "nj": n, "nk": n})}
+# mm's tuned plan at 2048-8192 on the H200 (figure5_mm.md)
+MM_FLOAT = Variant(tile=(128, 128), threads=(16, 16), jam=True, time_tile=16, unroll=4,
+                   chunk=4, prefetch=True, specialize=True)
+TOLERANCE = {"float32": 1e-3, "float64": 1e-9}
+ALPHA = 1.5
+
+
+def _plan(dtype: str, m: int, n: int, stop: int) -> Variant:
+    """The plan of ``stop`` ("default": the model's top plan) at m x n."""
+    sizes = {"m": m, "n": n}
+    prepared = prepare(KERNELS[dtype], params=sizes)
+    if stop == 0:
+        return plan_model.choose(prepared, sizes).variant
+    return recursion_plan(prepared, sizes, stop).variant
+
+
+def _compile(job: tuple) -> dict:
+    """One plan built, compiled at its size and, for the check, at the odd size (in a
+    worker process: the model's sketches and isl's proofs take seconds each)."""
+    dtype, m, stop = job
+    out = {"dtype": dtype, "m": m, "stop": stop}
+    try:
+        variant = _plan(dtype, m, m, stop)
+        sizes = {"m": m, "n": m}
+        out["variant"] = variant.to_json()
+        out["program"] = compile_variant(prepare(KERNELS[dtype], params=sizes), variant,
+                                         sizes).program
+        small = {"m": 3 * stop + 37 if stop else 101, "n": 23}
+        small_variant = _plan(dtype, small["m"], small["n"], stop)
+        out["check_sizes"] = small
+        out["check_program"] = compile_variant(
+            prepare(KERNELS[dtype], params=small), small_variant, small).program
+    except Exception as e:  # recorded, the other plans go on
+        out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+    return out
+
+
+def _compile_mm(job: tuple) -> dict:
+    dtype, n = job
+    spec, sizes_of = MM[dtype]
+    sizes = sizes_of(n)
+    prepared = prepare(spec, params=sizes)
+    variants = {"default": plan_model.choose(prepared, sizes).variant}
+    if dtype == "float32":
+        variants["tuned"] = MM_FLOAT
+    return {"dtype": dtype, "n": n, "programs": {
+        k: (v.to_json(), compile_variant(prepared, v, sizes).program)
+        for k, v in variants.items()}}
+
+
+# --------------------------------------------------------------------------------------
+# cuBLAS through ctypes
+# --------------------------------------------------------------------------------------
+
+
+def _cublas():
+    """libcublas (torch's own where it ships one, else the toolkit's)."""
+    import torch
+
+    here = Path(torch.__file__).parent
+    found = sorted(glob.glob(str(here.parent / "nvidia" / "cublas" / "lib" / "libcublas.so*"))
+                   + glob.glob(str(here / "lib" / "libcublas.so*"))
+                   + glob.glob("/usr/local/cuda/lib64/libcublas.so*"))
+    path = found[0] if found else ctypes.util.find_library("cublas")
+    lib = ctypes.CDLL(path)
+    handle = ctypes.c_void_p()
+    if lib.cublasCreate_v2(ctypes.byref(handle)):
+        raise RuntimeError("cublasCreate failed")
+    lib.cublasSetStream_v2(handle, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
+    return lib, handle, path
+
+
+def cublas_trmm(lib, handle, dtype: str, a, b, c, alpha: float) -> None:
+    """``c = alpha (I + strict_lower(a))^T b`` for row-major ``a`` (m x m) and ``b``
+    (m x n), torch tensors (``c`` may be ``b``: in place).  Column-major, ``b`` is its
+    transpose ``B^T`` (n x m) and ``a`` is ``A^T``: ``B^T := alpha B^T L`` with
+    ``L = (A^T)^T`` -- right side, upper (``A^T``'s stored triangle), transposed, unit."""
+    m, n = b.shape
+    scalar = ctypes.c_float(alpha) if dtype == "float32" else ctypes.c_double(alpha)
+    fn = lib.cublasStrmm_v2 if dtype == "float32" else lib.cublasDtrmm_v2
+    status = fn(handle, 1, 1, 1, 1, n, m, ctypes.byref(scalar),
+                ctypes.c_void_p(a.data_ptr()), m, ctypes.c_void_p(b.data_ptr()), n,
+                ctypes.c_void_p(c.data_ptr()), n)
+    if status:
+        raise RuntimeError(f"cublas trmm status {status}")
+
+
+def _reference(a: np.ndarray, b: np.ndarray, alpha: float) -> np.ndarray:
+    return alpha * ((np.eye(a.shape[0]) + np.tril(a.astype(np.float64), -1)).T
+                    @ b.astype(np.float64))
+
+
+def _median_ms(torch, run, repeats: int, warmup: int = 1) -> float:
+    for _ in range(warmup):
+        run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+# --------------------------------------------------------------------------------------
+# the run
+# --------------------------------------------------------------------------------------
+
+
+def _inputs(m: int, n: int, dtype: str, seed: int = 7) -> dict:
+    rng = np.random.default_rng(seed)
+    return {"m": m, "n": n, "alpha": ALPHA,
+            "a": rng.random((m, m)).astype(dtype), "b": rng.random((m, n)).astype(dtype)}
+
+
+def _values(program, base: dict) -> dict:
+    """``base`` under the names the program's arguments take (``a``/``A``, ...)."""
+    out = {}
+    for arg in program.arguments:
+        key = arg.name.lower()
+        if arg.kind == "scratch":
+            continue
+        value = base[key]
+        out[arg.name] = value.copy() if isinstance(value, np.ndarray) else value
+    return out
+
+
+def run(args) -> dict:
+    device = get_device(args.backend)
+    jobs = [(dtype, m, stop) for dtype in args.dtype for m in args.sizes
+            for stop in [0] + [s for s in args.stops if s < m]]
+    mm_jobs = [(dtype, m) for dtype in args.dtype for m in args.sizes] if args.mm else []
+    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+        built = list(pool.map(_compile, jobs))
+        mm_built = list(pool.map(_compile_mm, mm_jobs))
+    gpu = args.backend == "gpu"
+    torch = None
+    if gpu:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        lib, handle, path = _cublas()
+    result = {"date": datetime.date.today().isoformat(), "device": getattr(device, "name",
+                                                                           "cpu emulator"),
+              "cublas": path if gpu else None, "rows": [], "mm": []}
+    for dtype in args.dtype:
+        for m in args.sizes:
+            n = m
+            base = _inputs(m, n, dtype)
+            row = {"dtype": dtype, "m": m, "n": n, "flops": m * m * n, "plans": []}
+            expected = None
+            if gpu:
+                tdt = getattr(torch, dtype)
+                a = torch.from_numpy(base["a"]).cuda()
+                b0 = torch.from_numpy(base["b"]).cuda()
+                c = torch.empty_like(b0)
+                cublas_trmm(lib, handle, dtype, a, b0, c, ALPHA)
+                torch.cuda.synchronize()
+                expected = c.double().cpu().numpy()
+                if m <= 2048:  # cuBLAS's own call checked against numpy
+                    ref = _reference(base["a"], base["b"], ALPHA)
+                    row["cublas_error"] = float(np.max(np.abs(expected - ref) / np.abs(ref)))
+                b = b0.clone()
+                row["cublas_inplace_ms"] = _median_ms(torch, functools.partial(
+                    cublas_trmm, lib, handle, dtype, a, b, b, 1.0), args.repeats)
+                row["cublas_outofplace_ms"] = _median_ms(torch, functools.partial(
+                    cublas_trmm, lib, handle, dtype, a, b0, c, ALPHA), args.repeats)
+                x = torch.rand(m, m, dtype=tdt, device="cuda")
+                y = torch.empty_like(x)
+                row["cublas_gemm_ms"] = _median_ms(
+                    torch, functools.partial(torch.mm, x, x, out=y), args.repeats)
+                del a, b, b0, c, x, y
+            else:
+                expected = _reference(base["a"], base["b"], ALPHA)
+            for job in built:
+                if (job["dtype"], job["m"]) != (dtype, m):
+                    continue
+                entry = {"plan": f"rec {job['stop']}" if job["stop"] else "default",
+                         "variant": job.get("variant")}
+                row["plans"].append(entry)
+                if "error" in job:
+                    entry["error"] = job["error"]
+                    print(json.dumps(entry), file=sys.stderr, flush=True)
+                    continue
+                small = job["check_sizes"]
+                check = check_program(job["check_program"],
+                                      prepare(KERNELS[dtype], params=small).source_scop,
+                                      KERNELS[dtype], small, backend=device, seed=11)
+                entry["check"] = {"ok": check.ok, "sizes": small,
+                                  "message": check.message.splitlines()[0][:200]}
+                if not check.ok:
+                    print(json.dumps(entry), file=sys.stderr, flush=True)
+                    continue
+                program = job["program"]
+                values = _values(program, base)
+                device.run(program, values)
+                out = values[next(k for k in values if k.lower() == "b")].astype(np.float64)
+                error = float(np.max(np.abs(out - expected) / np.abs(expected)))
+                entry["full_error"] = error
+                entry["full_ok"] = error <= TOLERANCE[dtype]
+                if entry["full_ok"] and gpu:
+                    values = _values(program, base)
+                    entry["ms"] = statistics.median(device.time(
+                        program, [values], args.repeats, 1, 2000.0))
+                    entry["launches"] = len(program.launches)
+                    # per launch (events between launches): where a recursion's time goes
+                    values = _values(program, base)
+                    parts = device.time_launches(program, [values], 3, 1)
+                    entry["launch_ms"] = [round(x, 4) for x in parts.medians()]
+                print(json.dumps({k: v for k, v in entry.items() if k != "variant"}),
+                      file=sys.stderr, flush=True)
+            result["rows"].append(row)
+            if args.out:  # what is done so far, in case the run is cut short
+                out = Path(args.out) / (f"triangular_{args.tag}" if args.tag else "triangular")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.with_suffix(".partial.json").write_text(
+                    json.dumps(result, indent=1, default=_plain) + "\n")
+    for job in mm_built:
+        for key, (variant, program) in job["programs"].items():
+            entry = {"dtype": job["dtype"], "n": job["n"], "plan": key, "variant": variant}
+            if gpu:
+                sizes = {p: job["n"] for p in program.parameters}
+                rng = np.random.default_rng(3)
+                values = {}
+                for arg in program.arguments:
+                    if arg.kind == "scalar":
+                        values[arg.name] = sizes.get(arg.name, 1.0)
+                    elif arg.kind == "array":
+                        values[arg.name] = rng.random((job["n"], job["n"])).astype(
+                            job["dtype"])
+                entry["ms"] = statistics.median(device.time(program, [values],
+                                                            args.repeats, 1, 2000.0))
+            result["mm"].append(entry)
+            print(json.dumps(entry), file=sys.stderr, flush=True)
+    return result
+
+
+def _plain(x) -> object:
+    """JSON for what is not: a compiled program (left out), anything else as text."""
+    return None if hasattr(x, "launches") else str(x)
+
+
+def _ratio(other: float | None, ms: float) -> str:
+    return f"{other / ms:.2f}" if other else ""
+
+
+def markdown(data: dict) -> str:
+    """The results as tables: per precision and size every plan's time, its TFLOP/s
+    (m^2 n flops), and its ratio to cuBLAS in and out of place, to polygpu's mm rate
+    and to cuBLAS GEMM's (the roofline: what the vendor's product reaches here)."""
+    mm_rate = {}
+    for e in data["mm"]:
+        if "ms" in e:
+            rate = 2 * e["n"] ** 3 / (e["ms"] * 1e-3)
+            mm_rate[e["dtype"], e["n"]] = max(mm_rate.get((e["dtype"], e["n"]), 0), rate)
+    lines = [f"# trmm in place on {data['device']} ({data['date']})", "",
+             "| dtype | m = n | plan | launches | ms | TFLOP/s | x cuBLAS in place | "
+             "x cuBLAS out of place | x polygpu mm rate | x cuBLAS GEMM rate | check |",
+             "|---|--:|---|--:|--:|--:|--:|--:|--:|--:|---|"]
+    for row in data["rows"]:
+        flops = row["flops"]
+        gemm = 2 * row["m"] ** 3 / (row["cublas_gemm_ms"] * 1e-3) \
+            if row.get("cublas_gemm_ms") else None
+        for name, key in (("cuBLAS in place", "cublas_inplace_ms"),
+                          ("cuBLAS out of place", "cublas_outofplace_ms")):
+            if row.get(key):
+                ms = row[key]
+                lines.append(f"| {row['dtype']} | {row['m']} | {name} | 1 | {ms:.3f} | "
+                             f"{flops / ms / 1e9:.1f} | | | | "
+                             f"{flops / (ms * 1e-3) / gemm:.2f} | |")
+        for e in row["plans"]:
+            check = "error: " + e["error"] if "error" in e else (
+                f"ok (odd size {e['check']['sizes']['m']}, full size "
+                f"{e.get('full_error', 0):.1e})" if e.get("full_ok") else
+                e.get("check", {}).get("message", ""))
+            if "ms" not in e:
+                lines.append(f"| {row['dtype']} | {row['m']} | {e['plan']} | | | | | | | | "
+                             f"{check} |")
+                continue
+            ms, rate = e["ms"], flops / (e["ms"] * 1e-3)
+            mm = mm_rate.get((row["dtype"], row["m"]))
+            lines.append(
+                f"| {row['dtype']} | {row['m']} | {e['plan']} | {e['launches']} | {ms:.3f} | "
+                f"{rate / 1e12:.1f} | {_ratio(row.get('cublas_inplace_ms'), ms)} | "
+                f"{_ratio(row.get('cublas_outofplace_ms'), ms)} | "
+                f"{f'{rate / mm:.2f}' if mm else ''} | "
+                f"{f'{rate / gemm:.2f}' if gemm else ''} | {check} |")
+    if data["mm"]:
+        lines += ["", "polygpu mm at the same sizes (2 n^3 flops):", "",
+                  "| dtype | n | plan | ms | TFLOP/s |", "|---|--:|---|--:|--:|"]
+        for e in data["mm"]:
+            if "ms" in e:
+                lines.append(f"| {e['dtype']} | {e['n']} | {e['plan']} | {e['ms']:.3f} | "
+                             f"{2 * e['n'] ** 3 / (e['ms'] * 1e-3) / 1e12:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", type=int, nargs="+", default=[2048, 4096, 8192])
+    p.add_argument("--dtype", nargs="+", default=["float32", "float64"],
+                   choices=("float32", "float64"))
+    p.add_argument("--stops", type=int, nargs="+", default=[128, 256, 512])
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--jobs", type=int, default=os.cpu_count())
+    p.add_argument("--no-mm", dest="mm", action="store_false",
+                   help="skip polygpu's mm at the same sizes")
+    p.add_argument("--backend", choices=("gpu", "cpu"), default="gpu")
+    p.add_argument("--small", action="store_true",
+                   help="a dry run: m = 100 with stops 16 and 32, no mm")
+    p.add_argument("--out", help="write triangular.json and triangular.md here")
+    p.add_argument("--tag", default="", help="suffix of the output files' names")
+    args = p.parse_args(argv)
+    if args.small:
+        args.sizes, args.stops, args.mm = [100], [16, 32], False
+    data = run(args)
+    text = markdown(data)
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        name = "triangular" + (f"_{args.tag}" if args.tag else "")
+        (out / f"{name}.json").write_text(json.dumps(data, indent=1, default=_plain) + "\n")
+        (out / f"{name}.md").write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
