@@ -200,11 +200,12 @@ class MemoryPlan:
     def buffer_for(self, kernel: int, statement: str, ref: int, array: str
                    ) -> Buffer | None:
         """The buffer the cost models take for reference ``ref`` of ``statement`` (to
-        ``array``) in ``kernel``: one serving that reference by name, else the array's
-        first buffer for all its references (as :meth:`of_kernel`); None: none."""
+        ``array``) in ``kernel``: the apart reads' own (:func:`apart_reads`) where it
+        serves the reference, else the array's first buffer (as :meth:`of_kernel`);
+        None: none."""
         mine = [b for b in self.buffers if b.kernel == kernel and b.array == array]
-        return next((b for b in mine if (statement, ref) in b.refs),
-                    next((b for b in mine if not b.refs), None))
+        return next((b for b in mine if b.apart and (statement, ref) in b.refs),
+                    mine[0] if mine else None)
 
     def buffers_of(self, kernel: int) -> list[Buffer]:
         """Every buffer of ``kernel``, in plan order."""
@@ -248,8 +249,7 @@ def _prefetched(scop: Scop, kernel: TiledKernel, buffers: list[Buffer]) -> froze
 
 
 def _reference_groups(scop: Scop, kernel: TiledKernel, an: Analysis, array: str, level: int,
-                      users: frozenset[str], only: frozenset[tuple[str, int]] | None = None
-                      ) -> list | None:
+                      users: frozenset[str]) -> list | None:
     """The read references of ``array`` (in ``users``) in groups whose footprint at
     tile level ``level`` has a constant box: ``[(refs, footprint, box)]``, or None when
     some single reference has none.  Why: a kernel may read an array at places that
@@ -259,12 +259,10 @@ def _reference_groups(scop: Scop, kernel: TiledKernel, an: Analysis, array: str,
     footprint is one tile.  Like PPCG's reference groups, references start alone and
     two groups merge when the box of their union is no larger than their two boxes
     together (references that overlap or touch share a buffer).  Only for arrays the
-    kernel does not write (or its references ``only``, which read none of the elements
-    it writes), so two buffers never hold diverging copies of an element."""
+    kernel does not write, so two buffers never hold diverging copies of an element."""
     refs = [(a.statement, a.ref) for a in scop.accesses
             if a.array == array and a.kind == "read" and a.statement in users
-            and a.statement in kernel.statements
-            and (only is None or (a.statement, a.ref) in only)]
+            and a.statement in kernel.statements]
     if len(refs) < 2:
         return None
 
@@ -295,17 +293,15 @@ def _reference_groups(scop: Scop, kernel: TiledKernel, an: Analysis, array: str,
 
 
 def _group_buffer(kernel: TiledKernel, an: Analysis, array, level: int, index: int,
-                  refs: frozenset, reads: isl.Set, box, forced_padding: int,
-                  apart: bool = False) -> Buffer:
-    """The shared buffer of one reference group (:func:`_reference_groups`), or of the
-    references that read apart from the kernel's writes (``apart``)."""
+                  refs: frozenset, reads: isl.Set, box, forced_padding: int) -> Buffer:
+    """The shared buffer of one reference group (:func:`_reference_groups`)."""
     users = frozenset(st for st, _ in refs)
     order = _storage_order(kernel, an, array.name, len(box.extents), users)
     padding, decision = _padding(kernel, an, array.name, box, array.dtype, forced_padding,
-                                 users, order, refs)
+                                 users, order)
     name = f"{array.name}_sh" + (str(index) if index else "")
     return Buffer(kernel.index, array.name, "shared", name, array.dtype, level, box, padding,
-                  reads, None, decision, users, order=order, refs=refs, apart=apart)
+                  reads, None, decision, users, order=order, refs=refs)
 
 
 def _double_buffered(kernel: TiledKernel, buffers: list[Buffer], budget: int) -> bool:
@@ -626,14 +622,13 @@ def _constant_shape(an: Analysis, array: str) -> int | None:
 
 
 def _staged(scop: Scop, kernel: TiledKernel, an: Analysis, array, users: frozenset[str],
-            only: frozenset[tuple[str, int]] | None, forced_padding: int
+            only: frozenset[tuple[str, int]] | None, is_apart: bool, forced_padding: int
             ) -> tuple[int, list[Buffer]] | None:
     """The tile level and shared buffers of ``array``'s references in ``kernel`` (of
-    ``users``; only those of ``only``, the apart reads or the rest, where given): the
-    outermost level whose copy is small, a larger one only where no deeper level makes
-    it small (:data:`PREFERRED_BUFFER_BYTES`); None where no level bounds it."""
-    is_apart = bool(only) and all(a.kind == "read" for a in scop.accesses
-                                  if (a.statement, a.ref) in only)
+    ``users``; only those of ``only``, the apart reads -- ``is_apart`` -- or the rest,
+    where given): the outermost level whose copy is small, a larger one only where no
+    deeper level makes it small (:data:`PREFERRED_BUFFER_BYTES`); None where no level
+    bounds it."""
     staged = None
     # apart reads at the deepest level only, one box (isl's boxes of odd nests take
     # seconds each: tests/test_fuzz_regressions.py footprint_box_budget)
@@ -648,10 +643,10 @@ def _staged(scop: Scop, kernel: TiledKernel, an: Analysis, array, users: frozens
         if box is None and writes is None and not is_apart:
             # references far apart (syrk's A[i][k] and A[j][k]: rows of the block's i
             # and j tiles): one buffer per group of references
-            groups = _reference_groups(scop, kernel, an, array.name, level, users, only)
+            groups = _reference_groups(scop, kernel, an, array.name, level, users)
             if groups is not None:
-                made = [_group_buffer(kernel, an, array, level, g + is_apart, refs, fp,
-                                      gbox, forced_padding, is_apart)
+                made = [_group_buffer(kernel, an, array, level, g, refs, fp, gbox,
+                                      forced_padding)
                         for g, (refs, fp, gbox) in enumerate(groups)]
         elif box is not None:
             order = _storage_order(kernel, an, array.name, len(box.extents), users)
@@ -784,7 +779,8 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                 users = frozenset(a.statement for a in refs if _wants_shared(
                     an, a, shared_refs) or _group_reuse(
                         [r for r in refs if r.statement == a.statement]))
-            staged = _staged(scop, kernel, an, array, users, only, variant.padding)
+            staged = _staged(scop, kernel, an, array, users, only, is_apart,
+                             variant.padding)
             if staged is None:
                 if key not in where:
                     where[key] = ("global", "no tile level bounds the block's data by a "
