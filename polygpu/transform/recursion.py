@@ -312,6 +312,11 @@ def _leaf_copy(scop: Scop, leaf: str, array: str, workspace: str, d: int, row: i
     it; the copy statement's name."""
     s = scop.statement(leaf)
     read = _step_read(s, array, row, step)
+    if sum(1 for a in s.accesses if a.kind == "read" and a.array == array
+           and a.subscripts == read.subscripts) > 1:
+        # (the body's references are moved by their subscripts, the accesses one by
+        # one: the proof would check another program than the one generated)
+        raise PolygpuError(f"{leaf}: reads {read.text} twice", s.loc)
     elements = _rows_read(scop, leaf, array, row, step)
     low = elements.dim_min_val(d).to_python()
     rank = len(read.subscripts)
