@@ -17,9 +17,11 @@ of 4, time tiles of 16, prefetched (mm's tuned plan at 2048-8192 on the H200,
 ``tuning/results/NVIDIA-H200/figure5_mm.md``), then 64 x 64 and 32 x 32 ones; in double a
 64 x 64 tile whose time loop runs on the tensor cores (``Variant.mma``, whole tiles only;
 the batched products' plan, ``space.element_variants``), its FMA twin and the 32 x 32
-tile.  Leaves keep the program-wide plan -- a warp a strip of 32 columns, the block's
-triangle and strip in shared memory, the rows in turn -- and other kernels (PolyBench
-trmm's scaling pass) a wide row.
+tile.  Leaves, whose rows are parallel once they read a workspace
+(``recursion.snapshot_leaves``; the scheduler fuses each with the product after it), are
+planned like products; the workspace copies and other kernels (PolyBench trmm's scaling
+pass) take a wide row, and a kernel of one mapped dimension (a leaf whose workspace was
+not proven: a warp a strip of 32 columns, its rows in turn) the program-wide plan.
 """
 
 from __future__ import annotations
