@@ -22,6 +22,22 @@ void nest(int n, double A[2 * n + 3][2 * n + 3], double B[2 * n + 3][2 * n + 3],
 """
 
 CASES = {
+    # wrong code: a read apart from the kernel's writes (memory/placement.apart_reads) of
+    # a statement outside the buffer's users (B[2 * i + 2][j + i], not staged) was mapped
+    # to the staged buffer of the others' rows 0..2 and read outside it
+    "apart_reads_outside_users": ("""
+  for (int i = 2; i < n; i += 1) {
+    for (int j = 2; j < i + 1; j += 1) {
+      B[1][2 * i - 2] = 0.25 * (y[i + j - 1] + B[2][2 * i - 3] + B[0][2 * i - 1]) + 1.0;
+      A[i][j + 2] = 0.25 * (B[2 * i + 2][j + i] + x[n - i - 1] + A[i - 1][j + 2]) + 1.0;
+    }
+  }
+  for (int i = n - 3; i > 1; i--) {
+    for (int j = n - 1; j > 1; j -= 2) {
+      A[n - i + 1][n - j + 1] = 0.5 * (A[2 * j + 2][i - 1] + B[0][i + j - 2]) + 1.0;
+    }
+  }
+""", {"tile": (8, 8), "threads": (2, 4), "chunk": 2, "prefetch": True}, 3, 11),
     # a scheduler candidate's snapshot copies B into pg_s_B over a strided, disjunctive
     # domain; isl's dataflow for the copy's output dependences (none: each instance
     # writes its own element) took 40 s a call, 170 s in all: now injective writes

@@ -629,6 +629,10 @@ def _staged(scop: Scop, kernel: TiledKernel, an: Analysis, array, users: frozens
     where given): the outermost level whose copy is small, a larger one only where no
     deeper level makes it small (:data:`PREFERRED_BUFFER_BYTES`); None where no level
     bounds it."""
+    # the references the buffer serves: those its footprint covers (a reference of a
+    # statement outside ``users`` reads in place -- mapped to the buffer, it read
+    # outside its box: a fuzzed nest's wrong result)
+    served = frozenset(r for r in only if r[0] in users) if only else frozenset()
     staged = None
     # apart reads at the deepest level only, one box (isl's boxes of odd nests take
     # seconds each: tests/test_fuzz_regressions.py footprint_box_budget)
@@ -655,7 +659,7 @@ def _staged(scop: Scop, kernel: TiledKernel, an: Analysis, array, users: frozens
             made = [Buffer(kernel.index, array.name, "shared",
                            f"{array.name}_sh" + ("1" if is_apart else ""), array.dtype,
                            level, box, padding, reads, writes, decision, users,
-                           order=order, refs=only or frozenset(), apart=is_apart)]
+                           order=order, refs=served, apart=is_apart)]
         if made is None:
             continue
         small = sum(b.bytes for b in made) <= PREFERRED_BUFFER_BYTES
