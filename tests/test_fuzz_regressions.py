@@ -22,6 +22,21 @@ void nest(int n, double A[2 * n + 3][2 * n + 3], double B[2 * n + 3][2 * n + 3],
 """
 
 CASES = {
+    # a compile error: the apart reads x[2 * j - 1] and the written x[2 * j - 2] each got
+    # a register buffer, both declared x_reg
+    "apart_reads_registers": ("""
+  for (int i = 2; i < n - 2; i += 2) {
+    for (int j = 1; j < n - 2; j += 1) {
+      B[i + 1][j - 1] = 0.5 * (B[1][i + j + 2] + B[i][j - 1]) + 1.0;
+    }
+    B[2][1] += 0.5 * (x[i - 1]) + 1.0;
+  }
+  for (int i = 2; i < n - 1; i += 1) {
+    for (int j = n - 2; j > 1; j -= 2) {
+      x[2 * j - 2] = 0.5 * (B[2][2 * i + 2] + x[2 * j - 1]) + 1.0;
+    }
+  }
+""", {"tile": (4, 8), "threads": (4, 8), "specialize": True}, 1, 7),
     # wrong code: a read apart from the kernel's writes (memory/placement.apart_reads) of
     # a statement outside the buffer's users (B[2 * i + 2][j + i], not staged) was mapped
     # to the staged buffer of the others' rows 0..2 and read outside it

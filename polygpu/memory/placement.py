@@ -730,7 +730,8 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                 where[key] = ("global", "atomic updates and other references share it")
                 continue
             # 1. registers
-            if variant.registers and "register" in cands:
+            # (apart reads: one register copy of an array a kernel, the written part's)
+            if variant.registers and "register" in cands and not is_apart:
                 reads = footprint(scop, kernel, array.name, "read", 0, threads=True,
                                   refs=only)
                 writes = footprint(scop, kernel, array.name, "write", 0, threads=True,
