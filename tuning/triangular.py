@@ -51,6 +51,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tuning"))
 
+from polybench import _median_ms  # noqa: E402
+
 from polygpu.pipeline import compile_variant, prepare  # noqa: E402
 from polygpu.runtime.check import check_program  # noqa: E402
 from polygpu.runtime.device import get_device  # noqa: E402
@@ -155,21 +157,6 @@ def _reference(a: np.ndarray, b: np.ndarray, alpha: float) -> np.ndarray:
                     @ b.astype(np.float64))
 
 
-def _median_ms(torch, run, repeats: int, warmup: int = 1) -> float:
-    for _ in range(warmup):
-        run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 # --------------------------------------------------------------------------------------
 # the run
 # --------------------------------------------------------------------------------------
@@ -230,13 +217,13 @@ def run(args) -> dict:
                     row["cublas_error"] = float(np.max(np.abs(expected - ref) / np.abs(ref)))
                 b = b0.clone()
                 row["cublas_inplace_ms"] = _median_ms(torch, functools.partial(
-                    cublas_trmm, lib, handle, dtype, a, b, b, 1.0), args.repeats)
+                    cublas_trmm, lib, handle, dtype, a, b, b, 1.0), args.repeats, 1)
                 row["cublas_outofplace_ms"] = _median_ms(torch, functools.partial(
-                    cublas_trmm, lib, handle, dtype, a, b0, c, ALPHA), args.repeats)
+                    cublas_trmm, lib, handle, dtype, a, b0, c, ALPHA), args.repeats, 1)
                 x = torch.rand(m, m, dtype=tdt, device="cuda")
                 y = torch.empty_like(x)
                 row["cublas_gemm_ms"] = _median_ms(
-                    torch, functools.partial(torch.mm, x, x, out=y), args.repeats)
+                    torch, functools.partial(torch.mm, x, x, out=y), args.repeats, 1)
                 del a, b, b0, c, x, y
             else:
                 expected = _reference(base["a"], base["b"], ALPHA)
