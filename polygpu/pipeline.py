@@ -38,7 +38,7 @@ from polygpu.transform.layout import Relayout, relayout_batch
 from polygpu.transform.recursion import (
     at_sizes,
     distribute,
-    recursive_split,
+    recursive_split_group,
     roles,
     snapshot_leaves,
 )
@@ -326,21 +326,35 @@ def _recursive_split_region(prepared: Prepared, stop: int) -> Prepared:
     records, why = [], []
     original = prepared.source_scop.statements
     for k, s in enumerate(original):
+        if s.name not in {t.name for t in scop.statements}:
+            continue  # split already, as a companion of an earlier update
         try:
             roles(scop, s.name)
         except PolygpuError as e:
             why.append(str(e.args[0]) if e.args else str(e))
             continue
-        # the statements after it in its loops (in textual order, as the list is)
+        # the statements before it in its loops to a nest before them (a solve's alpha),
+        # those after it to one after (trmm's alpha), in textual order; what cannot move
+        # (a solve's division, read by later rows) is split with it, into its leaves
         here = scop.statement(s.name)
+        for t in original[:k]:
+            if set(scop.statement(t.name).loops) & set(here.loops):
+                try:
+                    scop = distribute(scop, t.name, before=True)
+                except PolygpuError:
+                    break  # (a later one cannot pass it)
+                here = scop.statement(s.name)
         for t in original[k + 1:]:
             if set(scop.statement(t.name).loops) & set(here.loops):
-                scop = distribute(scop, t.name)
+                try:
+                    scop = distribute(scop, t.name)
+                except PolygpuError:
+                    continue
                 here = scop.statement(s.name)
-        scop, record = recursive_split(scop, s.name, stop)
-        records.append(record)
+        scop, split = recursive_split_group(scop, s.name, stop)
+        records += split
         try:  # the leaves' rows in parallel, their old values from a workspace (proven)
-            scop = snapshot_leaves(scop, record)
+            scop = snapshot_leaves(scop, split[0])
         except (PolygpuError, isl.Error):  # not proven: the leaves keep their rows in turn
             pass
     if not records:

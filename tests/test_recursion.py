@@ -268,3 +268,117 @@ def test_the_model_plans_each_piece_for_its_size():
             tile = FLOAT_PRODUCTS[p].tile
             assert all(t <= e for t, e in zip(tile, shapes[k].extents, strict=True))
             assert plan.variant.for_kernel(k).tile == tile
+
+
+# --------------------------------------------------------------------------------------
+# Solves: the division split with the update, into the leaves
+# --------------------------------------------------------------------------------------
+
+TRSM = {"float32": "kernels/trsm.c", "float64": "kernels/trsm_double.c"}
+
+
+def _trsm(m: int, n: int = 23):
+    """kernels/trsm.c at m x n with alpha's pass moved before the rows (S0), the update
+    S1 and the division S2 left in their nest."""
+    sizes = {"m": m, "n": n}
+    scop = recursion.at_sizes(prepare(TRSM["float32"], params=sizes).source_scop, sizes)
+    return recursion.distribute(scop, "S0", before=True)
+
+
+def test_a_solves_scaling_moves_before_its_rows_and_its_division_cannot_move_after():
+    """alpha's pass reads each element before anything else does: it may run first, as
+    a nest of its own; the division is read by every later row: it stays."""
+    sizes = {"m": 19, "n": 5}
+    scop = recursion.at_sizes(prepare(TRSM["float32"], params=sizes).source_scop, sizes)
+    moved = recursion.distribute(scop, "S0", before=True)
+    assert [recursion.fixed_value(moved.statement(s).schedule, 0)
+            for s in ("S0", "S1", "S2")] == [0, 1, 1]
+    assert moved.loops[0].statements == ("S0",) and moved.loops[2].statements == ("S1", "S2")
+    with pytest.raises(PolygpuError, match="cannot run after its loops"):
+        recursion.distribute(scop, "S2")
+    with pytest.raises(PolygpuError, match="cannot run before its loops"):
+        recursion.distribute(moved, "S2", before=True)
+
+
+def test_a_solves_division_goes_into_the_leaf_of_its_row():
+    """The update splits as trmm's does, mirrored (rows [mid, hi) over steps [lo, mid):
+    the rows below read the finished ones above); each division instance joins the
+    leaf of its row, where its row's own steps end and before any later row reads it."""
+    scop = _trsm(37)
+    split, records = recursion.recursive_split_group(scop, "S1", 8)
+    update, division = records
+    assert (update.statement, division.statement) == ("S1", "S2")
+    assert [p.where for p in update.pieces] == [
+        "leaf: i in [0, 8), k in [0, 8)", "product: i in [8, 16), k in [0, 8)",
+        "leaf: i in [8, 16), k in [8, 16)", "product: i in [16, 32), k in [0, 16)",
+        "leaf: i in [16, 24), k in [16, 24)", "product: i in [24, 32), k in [16, 24)",
+        "leaf: i in [24, 32), k in [24, 32)", "product: i in [32, 37), k in [0, 32)",
+        "leaf: i in [32, 37), k in [32, 37)"]
+    assert [p.where for p in division.pieces] == [
+        p.where for p in update.pieces if p.where.startswith("leaf")]
+    for leaf in division.pieces:  # one nest with the update's leaf of the same rows
+        twin = next(p for p in update.pieces if p.where == leaf.where)
+        assert split.statement(leaf.name).loops[0] == split.statement(twin.name).loops[0]
+    assert recursion.verify_group_split(scop, split, records) is None
+
+
+@pytest.mark.parametrize("wrong", ["product first", "division after its leaf"])
+def test_a_wrong_solve_order_fails_the_proof(wrong):
+    """product first: rows [8, 16) would subtract rows [0, 8) before those are solved;
+    division after its leaf (a piece of its own): the leaf's later rows would read its
+    earlier rows undivided."""
+    scop = _trsm(37)
+    _, records = recursion.recursive_split_group(scop, "S1", 8)
+    update, division = records
+    pieces = []
+    for p in update.pieces:
+        parts = {"S1": p.domain.set_tuple_name("S1")}
+        twin = next((d for d in division.pieces if d.where == p.where), None)
+        if twin is not None:
+            parts["S2"] = twin.domain.set_tuple_name("S2")
+        pieces.append((p.where, parts))
+    order = list(range(len(pieces)))
+    if wrong == "product first":
+        order[0], order[1] = 1, 0
+    else:
+        where, parts = pieces[0]
+        pieces[0] = (where, {"S1": parts["S1"]})
+        pieces.append((where + " (division)", {"S2": parts["S2"]}))
+        order = [0, len(pieces) - 1] + order[1:]
+    wrong_scop, wrong_records = recursion.split_group_into(scop, ["S1", "S2"], pieces, order)
+    problem = recursion.verify_group_split(scop, wrong_scop, wrong_records)
+    assert problem is not None and "flow" in problem
+
+
+@pytest.mark.parametrize(("dtype", "m", "stop"), [("float32", 37, 8), ("float64", 100, 16),
+                                                  ("float32", 100, 32)])
+def test_a_recursive_trsm_is_exact(dtype, m, stop):
+    """The variant on kernels/trsm.c: alpha's pass first, then per leaf one kernel (its
+    rows in turn, a thread a column, the division inside) and one per product (rows and
+    columns parallel), several levels deep at odd sizes; checked against the original
+    nest on the emulator."""
+    from polygpu.pipeline import compile_region
+    from polygpu.runtime.check import check_program
+    from polygpu.schedule.variant import Variant
+
+    sizes = {"m": m, "n": 23}
+    variant = Variant(tile=(32, 32), threads=(8, 32), specialize=True, recursion=stop)
+    compiled = compile_region(TRSM[dtype], variant=variant, params=sizes)
+    update, division = compiled.splitting.split
+    leaves = sum(1 for p in update.pieces if p.where.startswith("leaf"))
+    products = len(update.pieces) - leaves
+    assert len(division.pieces) == leaves
+    assert len(compiled.program.launches) == 1 + leaves + products
+    mapped = sorted(k.n_mapped for k in compiled.kernels)
+    assert mapped == [1] * leaves + [2] * (1 + products)
+    result = check_program(compiled.program, compiled.source_scop, TRSM[dtype], sizes, seed=3)
+    assert result.ok, result.message
+
+
+def test_the_model_plans_a_solves_products():
+    from polygpu.search.recursion_plans import recursion_plan
+
+    sizes = {"m": 300, "n": 64}
+    plan = recursion_plan(prepare(TRSM["float32"], params=sizes), sizes, 64)
+    assert plan.variant.recursion == 64 and len(plan.products) == 4
+    assert plan.seconds > 0

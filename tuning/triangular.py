@@ -1,5 +1,5 @@
-"""In-place triangular products (seed 002, KBLAS; issue 22): polygpu's plans for trmm
-against cuBLAS in the same run.
+"""In-place triangular products and solves (seed 002, KBLAS; issue 22): polygpu's plans
+for trmm and trsm against cuBLAS in the same run.
 
 The loop nest is PolyBench's trmm as users write it -- ``B := alpha A^T B`` in place, A
 unit lower triangular (``kernels/trmm.c`` in float, ``kernels/polybench/trmm.c`` in
@@ -28,6 +28,11 @@ Plans are compiled first, in a process pool (``--jobs``), then timed one at a ti
     python tuning/triangular.py --sizes 2048 4096 8192 --dtype float32 float64 \\
         --stops 128 256 512 --out tuning/results/<gpu>
     python tuning/triangular.py --backend cpu --small          # dry run on the emulator
+
+``--op trsm`` does the same for ``kernels/trsm.c`` / ``trsm_double.c`` (``B := alpha
+L^-1 B`` in place, L lower with the diagonal shifted by m; ``--rhs 512`` for 512
+right-hand sides) against ``cublas?trsm`` in place (it has no out-of-place form), its
+result checked against numpy's solve at 2048 and below.
 """
 
 from __future__ import annotations
@@ -60,8 +65,10 @@ from polygpu.schedule.variant import Variant  # noqa: E402
 from polygpu.search import plan_model  # noqa: E402
 from polygpu.search.recursion_plans import recursion_plan  # noqa: E402
 
-KERNELS = {"float32": str(ROOT / "kernels" / "trmm.c"),
-           "float64": str(ROOT / "kernels" / "polybench" / "trmm.c")}
+KERNELS = {"trmm": {"float32": str(ROOT / "kernels" / "trmm.c"),
+                    "float64": str(ROOT / "kernels" / "polybench" / "trmm.c")},
+           "trsm": {"float32": str(ROOT / "kernels" / "trsm.c"),
+                    "float64": str(ROOT / "kernels" / "trsm_double.c")}}
 MM = {"float32": (str(ROOT / "kernels" / "mm.c"), lambda n: {"n": n}),
       "float64": (str(ROOT / "kernels" / "polybench" / "gemm.c"),
                   lambda n: {"ni": n, "nj": n, "nk": n})}
@@ -72,10 +79,10 @@ TOLERANCE = {"float32": 1e-3, "float64": 1e-9}
 ALPHA = 1.5
 
 
-def _plan(dtype: str, m: int, n: int, stop: int) -> Variant:
+def _plan(op: str, dtype: str, m: int, n: int, stop: int) -> Variant:
     """The plan of ``stop`` ("default": the model's top plan) at m x n."""
     sizes = {"m": m, "n": n}
-    prepared = prepare(KERNELS[dtype], params=sizes)
+    prepared = prepare(KERNELS[op][dtype], params=sizes)
     if stop == 0:
         return plan_model.choose(prepared, sizes).variant
     return recursion_plan(prepared, sizes, stop).variant
@@ -84,19 +91,20 @@ def _plan(dtype: str, m: int, n: int, stop: int) -> Variant:
 def _compile(job: tuple) -> dict:
     """One plan built, compiled at its size and, for the check, at the odd size (in a
     worker process: the model's sketches and isl's proofs take seconds each)."""
-    dtype, m, stop = job
-    out = {"dtype": dtype, "m": m, "stop": stop}
+    op, dtype, m, n, stop = job
+    out = {"op": op, "dtype": dtype, "m": m, "n": n, "stop": stop}
+    spec = KERNELS[op][dtype]
     try:
-        variant = _plan(dtype, m, m, stop)
-        sizes = {"m": m, "n": m}
+        variant = _plan(op, dtype, m, n, stop)
+        sizes = {"m": m, "n": n}
         out["variant"] = variant.to_json()
-        out["program"] = compile_variant(prepare(KERNELS[dtype], params=sizes), variant,
+        out["program"] = compile_variant(prepare(spec, params=sizes), variant,
                                          sizes).program
         small = {"m": 3 * stop + 37 if stop else 101, "n": 23}
-        small_variant = _plan(dtype, small["m"], small["n"], stop)
+        small_variant = _plan(op, dtype, small["m"], small["n"], stop)
         out["check_sizes"] = small
         out["check_program"] = compile_variant(
-            prepare(KERNELS[dtype], params=small), small_variant, small).program
+            prepare(spec, params=small), small_variant, small).program
     except Exception as e:  # recorded, the other plans go on
         out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
     return out
@@ -152,7 +160,30 @@ def cublas_trmm(lib, handle, dtype: str, a, b, c, alpha: float) -> None:
         raise RuntimeError(f"cublas trmm status {status}")
 
 
-def _reference(a: np.ndarray, b: np.ndarray, alpha: float) -> np.ndarray:
+def cublas_trsm(lib, handle, dtype: str, a, b, alpha: float) -> None:
+    """``b := alpha L^-1 b`` in place for row-major ``a`` (m x m, ``L`` its lower
+    triangle, the diagonal as stored: pass ``kernels/trsm.c``'s shifted one) and ``b``
+    (m x n), torch tensors.  Column-major, ``b`` is ``B^T`` (n x m) and ``a`` is
+    ``A^T``: ``X^T L^T = alpha B^T`` -- right side, upper (``A^T``'s stored triangle),
+    not transposed, non-unit.  (cuBLAS's trsm has no out-of-place form.)"""
+    m, n = b.shape
+    scalar = ctypes.c_float(alpha) if dtype == "float32" else ctypes.c_double(alpha)
+    fn = lib.cublasStrsm_v2 if dtype == "float32" else lib.cublasDtrsm_v2
+    status = fn(handle, 1, 1, 0, 0, n, m, ctypes.byref(scalar),
+                ctypes.c_void_p(a.data_ptr()), m, ctypes.c_void_p(b.data_ptr()), n)
+    if status:
+        raise RuntimeError(f"cublas trsm status {status}")
+
+
+def _shifted(a: np.ndarray) -> np.ndarray:
+    """``a`` with the diagonal ``kernels/trsm.c`` divides by (``a[i][i] + m``)."""
+    return a + a.shape[0] * np.eye(a.shape[0], dtype=a.dtype)
+
+
+def _reference(op: str, a: np.ndarray, b: np.ndarray, alpha: float) -> np.ndarray:
+    if op == "trsm":
+        lower = np.tril(_shifted(a).astype(np.float64))
+        return np.linalg.solve(lower, alpha * b.astype(np.float64))
     return alpha * ((np.eye(a.shape[0]) + np.tril(a.astype(np.float64), -1)).T
                     @ b.astype(np.float64))
 
@@ -182,7 +213,8 @@ def _values(program, base: dict) -> dict:
 
 def run(args) -> dict:
     device = get_device(args.backend)
-    jobs = [(dtype, m, stop) for dtype in args.dtype for m in args.sizes
+    rhs = {m: args.rhs or m for m in args.sizes}
+    jobs = [(args.op, dtype, m, rhs[m], stop) for dtype in args.dtype for m in args.sizes
             for stop in [0] + [s for s in args.stops if s < m]]
     mm_jobs = [(dtype, m) for dtype in args.dtype for m in args.sizes] if args.mm else []
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
@@ -197,36 +229,46 @@ def run(args) -> dict:
         lib, handle, path = _cublas()
     result = {"date": datetime.date.today().isoformat(), "device": getattr(device, "name",
                                                                            "cpu emulator"),
-              "cublas": path if gpu else None, "rows": [], "mm": []}
+              "op": args.op, "cublas": path if gpu else None, "rows": [], "mm": []}
+    op = args.op
     for dtype in args.dtype:
         for m in args.sizes:
-            n = m
+            n = rhs[m]
             base = _inputs(m, n, dtype)
             row = {"dtype": dtype, "m": m, "n": n, "flops": m * m * n, "plans": []}
             expected = None
             if gpu:
                 tdt = getattr(torch, dtype)
-                a = torch.from_numpy(base["a"]).cuda()
                 b0 = torch.from_numpy(base["b"]).cuda()
                 c = torch.empty_like(b0)
-                cublas_trmm(lib, handle, dtype, a, b0, c, ALPHA)
+                if op == "trsm":
+                    a = torch.from_numpy(_shifted(base["a"])).cuda()
+                    c.copy_(b0)
+                    cublas_trsm(lib, handle, dtype, a, c, ALPHA)
+                else:
+                    a = torch.from_numpy(base["a"]).cuda()
+                    cublas_trmm(lib, handle, dtype, a, b0, c, ALPHA)
                 torch.cuda.synchronize()
                 expected = c.double().cpu().numpy()
                 if m <= 2048:  # cuBLAS's own call checked against numpy
-                    ref = _reference(base["a"], base["b"], ALPHA)
+                    ref = _reference(op, base["a"], base["b"], ALPHA)
                     row["cublas_error"] = float(np.max(np.abs(expected - ref) / np.abs(ref)))
                 b = b0.clone()
-                row["cublas_inplace_ms"] = _median_ms(torch, functools.partial(
-                    cublas_trmm, lib, handle, dtype, a, b, b, 1.0), args.repeats, 1)
-                row["cublas_outofplace_ms"] = _median_ms(torch, functools.partial(
-                    cublas_trmm, lib, handle, dtype, a, b0, c, ALPHA), args.repeats, 1)
+                if op == "trsm":
+                    row["cublas_inplace_ms"] = _median_ms(torch, functools.partial(
+                        cublas_trsm, lib, handle, dtype, a, b, 1.0), args.repeats, 1)
+                else:
+                    row["cublas_inplace_ms"] = _median_ms(torch, functools.partial(
+                        cublas_trmm, lib, handle, dtype, a, b, b, 1.0), args.repeats, 1)
+                    row["cublas_outofplace_ms"] = _median_ms(torch, functools.partial(
+                        cublas_trmm, lib, handle, dtype, a, b0, c, ALPHA), args.repeats, 1)
                 x = torch.rand(m, m, dtype=tdt, device="cuda")
                 y = torch.empty_like(x)
                 row["cublas_gemm_ms"] = _median_ms(
                     torch, functools.partial(torch.mm, x, x, out=y), args.repeats, 1)
                 del a, b, b0, c, x, y
             else:
-                expected = _reference(base["a"], base["b"], ALPHA)
+                expected = _reference(op, base["a"], base["b"], ALPHA)
             for job in built:
                 if (job["dtype"], job["m"]) != (dtype, m):
                     continue
@@ -238,9 +280,10 @@ def run(args) -> dict:
                     print(json.dumps(entry), file=sys.stderr, flush=True)
                     continue
                 small = job["check_sizes"]
+                spec = KERNELS[op][dtype]
                 check = check_program(job["check_program"],
-                                      prepare(KERNELS[dtype], params=small).source_scop,
-                                      KERNELS[dtype], small, backend=device, seed=11)
+                                      prepare(spec, params=small).source_scop,
+                                      spec, small, backend=device, seed=11)
                 entry["check"] = {"ok": check.ok, "sizes": small,
                                   "message": check.message.splitlines()[0][:200]}
                 if not check.ok:
@@ -250,7 +293,11 @@ def run(args) -> dict:
                 values = _values(program, base)
                 device.run(program, values)
                 out = values[next(k for k in values if k.lower() == "b")].astype(np.float64)
-                error = float(np.max(np.abs(out - expected) / np.abs(expected)))
+                # trmm: per element (all positive, no cancellation); trsm: against the
+                # largest element (a solve's cancellations leave elements near zero)
+                error = float(np.max(np.abs(out - expected) / np.abs(expected))) \
+                    if op == "trmm" else float(np.max(np.abs(out - expected))
+                                               / np.max(np.abs(expected)))
                 entry["full_error"] = error
                 entry["full_ok"] = error <= TOLERANCE[dtype]
                 if entry["full_ok"] and gpu:
@@ -308,19 +355,21 @@ def markdown(data: dict) -> str:
         if "ms" in e:
             rate = 2 * e["n"] ** 3 / (e["ms"] * 1e-3)
             mm_rate[e["dtype"], e["n"]] = max(mm_rate.get((e["dtype"], e["n"]), 0), rate)
-    lines = [f"# trmm in place on {data['device']} ({data['date']})", "",
-             "| dtype | m = n | plan | launches | ms | TFLOP/s | x cuBLAS in place | "
+    lines = [f"# {data.get('op', 'trmm')} in place on {data['device']} ({data['date']})",
+             "",
+             "| dtype | m x n | plan | launches | ms | TFLOP/s | x cuBLAS in place | "
              "x cuBLAS out of place | x polygpu mm rate | x cuBLAS GEMM rate | check |",
              "|---|--:|---|--:|--:|--:|--:|--:|--:|--:|---|"]
     for row in data["rows"]:
         flops = row["flops"]
+        size = f"{row['m']} x {row['n']}"
         gemm = 2 * row["m"] ** 3 / (row["cublas_gemm_ms"] * 1e-3) \
             if row.get("cublas_gemm_ms") else None
         for name, key in (("cuBLAS in place", "cublas_inplace_ms"),
                           ("cuBLAS out of place", "cublas_outofplace_ms")):
             if row.get(key):
                 ms = row[key]
-                lines.append(f"| {row['dtype']} | {row['m']} | {name} | 1 | {ms:.3f} | "
+                lines.append(f"| {row['dtype']} | {size} | {name} | 1 | {ms:.3f} | "
                              f"{flops / ms / 1e9:.1f} | | | | "
                              f"{flops / (ms * 1e-3) / gemm:.2f} | |")
         for e in row["plans"]:
@@ -329,13 +378,13 @@ def markdown(data: dict) -> str:
                 f"{e.get('full_error', 0):.1e})" if e.get("full_ok") else
                 e.get("check", {}).get("message", ""))
             if "ms" not in e:
-                lines.append(f"| {row['dtype']} | {row['m']} | {e['plan']} | | | | | | | | "
+                lines.append(f"| {row['dtype']} | {size} | {e['plan']} | | | | | | | | "
                              f"{check} |")
                 continue
             ms, rate = e["ms"], flops / (e["ms"] * 1e-3)
             mm = mm_rate.get((row["dtype"], row["m"]))
             lines.append(
-                f"| {row['dtype']} | {row['m']} | {e['plan']} | {e['launches']} | {ms:.3f} | "
+                f"| {row['dtype']} | {size} | {e['plan']} | {e['launches']} | {ms:.3f} | "
                 f"{rate / 1e12:.1f} | {_ratio(row.get('cublas_inplace_ms'), ms)} | "
                 f"{_ratio(row.get('cublas_outofplace_ms'), ms)} | "
                 f"{f'{rate / mm:.2f}' if mm else ''} | "
@@ -352,7 +401,11 @@ def markdown(data: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--op", choices=sorted(KERNELS), default="trmm",
+                   help="trmm (PolyBench's, in place) or trsm (kernels/trsm.c)")
     p.add_argument("--sizes", type=int, nargs="+", default=[2048, 4096, 8192])
+    p.add_argument("--rhs", type=int, default=0,
+                   help="columns of B (right-hand sides); default: n = m")
     p.add_argument("--dtype", nargs="+", default=["float32", "float64"],
                    choices=("float32", "float64"))
     p.add_argument("--stops", type=int, nargs="+", default=[128, 256, 512])

@@ -13,9 +13,9 @@ What: a pure re-scheduling of the statement's own instances -- no re-association
 row's sum still runs its ``k`` in the original order -- so it is an index-set split
 (:mod:`polygpu.transform.split`) with the recursion's blocks as pieces, each with its
 own copy of the loops (depth 0), in the order the dependences allow (left half,
-product, right half where the recursion needs it: :func:`~polygpu.transform.split.order_pieces`
+product, right half where the recursion needs it: :func:`_order_group`
 takes the blocks in the tree's in-order where free), and proven like every split
-(:func:`~polygpu.transform.split.verify_split`: the same dataflow, exactly).  A wrong
+(:func:`verify_group_split`: the same dataflow, exactly).  A wrong
 order -- the product after the half that overwrites the rows it reads -- fails the
 proof.  The blocks are constants: the region is taken at its specialized sizes.
 
@@ -44,8 +44,8 @@ import islpy as isl
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
 from polygpu.model.dependences import Dependences, compute_dependences
-from polygpu.model.isl_util import maps_of, union_of
-from polygpu.model.scop import Scop, fix_parameters
+from polygpu.model.isl_util import maps_of, union_of, union_of_sets
+from polygpu.model.scop import Loop, Scop, Statement, fix_parameters
 from polygpu.transform.expand import (
     _flow_into,
     _fresh_statement,
@@ -56,14 +56,11 @@ from polygpu.transform.expand import (
     scratch_array,
 )
 from polygpu.transform.split import (
+    Piece,
     Split,
     fixed_value,
-    order_pieces,
-    own_dependences,
     same_dataflow,
     shifted,
-    split_into,
-    verify_split,
     with_constant,
 )
 
@@ -144,15 +141,41 @@ def at_sizes(scop: Scop, params: Mapping[str, int]) -> Scop:
 
 def recursive_split(scop: Scop, statement: str, stop: int,
                     dependences: Dependences | None = None) -> tuple[Scop, Split]:
-    """``scop`` (at its sizes: :func:`at_sizes`) with ``statement`` split into the
-    recursion's blocks down to ``stop`` rows (module doc), proven; PolygpuError (why)
-    where it cannot be."""
+    """``scop`` (at its sizes: :func:`at_sizes`) with ``statement``, alone in its loops,
+    split into the recursion's blocks down to ``stop`` rows (module doc), proven;
+    PolygpuError (why) where it cannot be."""
     s = scop.statement(statement)
     if any(scop.loops[lid].statements != (s.name,) for lid in s.loops):
         others = sorted({t for lid in s.loops for t in scop.loops[lid].statements} - {s.name})
         raise PolygpuError(f"{statement}: its loops also hold {', '.join(others)} "
                            f"(distribute them first)", s.loc)
+    new, records = recursive_split_group(scop, statement, stop, dependences)
+    return new, records[0]
+
+
+def recursive_split_group(scop: Scop, statement: str, stop: int,
+                          dependences: Dependences | None = None
+                          ) -> tuple[Scop, tuple[Split, ...]]:
+    """``scop`` (at its sizes) with ``statement`` split into the recursion's blocks down
+    to ``stop`` rows and the other statements of its loop nest (its *companions*: a
+    solve's division, which the rows after it read, so it cannot leave the rows' loop)
+    split with it, each instance into the leaf of its row; proven.  The records: the
+    update's split first, then each companion's (its pieces all leaves).
+
+    Why the leaves: a companion of row ``i`` runs between ``i``'s own steps and the
+    reads of row ``i`` by later rows, and the leaf is the one piece where both lie --
+    the products before it only bring earlier steps, the ones after only read.  Each
+    piece is a copy of the whole nest with the statements it holds."""
+    s = scop.statement(statement)
     row, step = roles(scop, statement)
+    nest = scop.loops[s.loops[0]]
+    group = [t for t in scop.statements if t.name in nest.statements]
+    row_loop = s.loops[row]
+    companions = [t for t in group if t.name != s.name]
+    for t in companions:
+        if row_loop not in t.loops:
+            raise PolygpuError(f"{statement}: {t.name} shares its loops but not the rows' "
+                               f"loop {s.iterators[row]} (distribute it first)", t.loc)
     bounds = []
     for d in (row, step):
         low, high = s.domain.dim_min_val(d), s.domain.dim_max_val(d)
@@ -162,62 +185,243 @@ def recursive_split(scop: Scop, statement: str, stop: int,
         bounds += [low.to_python(), high.to_python() + 1]
     lo, hi = min(bounds), max(bounds)
     names = s.iterators
-    pieces = []
+    pieces: list[tuple[str, dict[str, isl.Set]]] = []
     for b in partition(lo, hi, stop):
-        box = s.domain
-        for d, (first, end) in ((row, b.rows), (step, b.steps)):
-            box = box.lower_bound_val(isl.dim_type.set, d, isl.Val(first)) \
-                .upper_bound_val(isl.dim_type.set, d, isl.Val(end - 1))
-        box = box.coalesce()
+        parts = {}
+        box = _boxed(s.domain, ((row, b.rows), (step, b.steps)))
         if not box.is_empty():
+            parts[s.name] = box
+        if b.kind == "leaf":
+            for t in companions:
+                rows = _boxed(t.domain, ((t.loops.index(row_loop), b.rows),))
+                if not rows.is_empty():
+                    parts[t.name] = rows
+        if parts:
             pieces.append((f"{b.kind}: {names[row]} in [{b.rows[0]}, {b.rows[1]}), "
-                           f"{names[step]} in [{b.steps[0]}, {b.steps[1]})", box))
+                           f"{names[step]} in [{b.steps[0]}, {b.steps[1]})", parts))
     if len(pieces) < 2:
         raise PolygpuError(f"{statement}: {hi - lo} rows are no more than the stop size "
                            f"{stop}", s.loc)
     deps = dependences if dependences is not None else compute_dependences(scop)
-    order = order_pieces(pieces, own_dependences(s, deps), 0)
+    order = _order_group(scop, pieces, deps)
     if order is None:
         raise PolygpuError(f"{statement}: the recursion's blocks depend on each other "
                            f"both ways", s.loc)
-    new, record = split_into(scop, statement, pieces, 0, order,
-                             (f"{names[row]} recursively, stop {stop}",))
-    problem = verify_split(scop, new, record)
+    cut = f"{names[row]} recursively, stop {stop}"
+    new, records = split_group_into(scop, [t.name for t in group], pieces, order, (cut,))
+    problem = verify_group_split(scop, new, records)
     if problem is not None:
         raise PolygpuError(f"{statement}: the recursive split failed the proof ({problem})",
                            s.loc)
-    return new, record
+    return new, records
 
 
-def distribute(scop: Scop, statement: str) -> Scop:
+def _boxed(domain: isl.Set, ranges) -> isl.Set:
+    """``domain`` with each dimension ``d`` of ``ranges`` (``(d, (first, end))``) in
+    ``[first, end)``."""
+    for d, (first, end) in ranges:
+        domain = domain.lower_bound_val(isl.dim_type.set, d, isl.Val(first)) \
+            .upper_bound_val(isl.dim_type.set, d, isl.Val(end - 1))
+    return domain.coalesce()
+
+
+def _order_group(scop: Scop, pieces: list[tuple[str, dict[str, isl.Set]]],
+                 deps: Dependences) -> list[int] | None:
+    """Piece indices in an order that keeps every dependence between two pieces going
+    forward (the smallest index first among those free to go: the tree's in-order
+    where the dependences allow it); None if there is none."""
+    space = scop.context.get_space()
+    sets = [union_of_sets(list(parts.values()), space) for _, parts in pieces]
+    names = {n for _, parts in pieces for n in parts}
+    among = isl.UnionMap.empty(space)
+    for d in deps.items:
+        if d.source in names and d.sink in names:
+            among = among.union(isl.UnionMap.from_map(d.relation))
+    n = len(pieces)
+    after: dict[int, set[int]] = {k: set() for k in range(n)}
+    for a in range(n):
+        from_a = among.intersect_domain(sets[a])
+        if from_a.is_empty():
+            continue
+        for b in range(n):
+            if b != a and not from_a.intersect_range(sets[b]).is_empty():
+                after[b].add(a)
+    order: list[int] = []
+    while len(order) < n:
+        ready = [k for k in range(n) if k not in order and after[k] <= set(order)]
+        if not ready:
+            return None
+        order.append(ready[0])
+    return order
+
+
+def split_group_into(scop: Scop, group: list[str],
+                     pieces: list[tuple[str, dict[str, isl.Set]]], order: list[int],
+                     cuts: tuple[str, ...] = ()) -> tuple[Scop, tuple[Split, ...]]:
+    """``scop`` with the statements of ``group`` -- every statement of one outermost
+    loop nest -- replaced by ``pieces`` (``(where, {statement: its instances})``) in the
+    order ``order``, each piece a copy of the nest holding its statements' instances
+    (a statement of piece ``k`` named ``S_k``): unproven (the caller proves it,
+    :func:`verify_group_split`).  One record per statement of ``group`` that has
+    pieces, in ``group``'s order."""
+    members = [scop.statement(n) for n in group]
+    first = members[0]
+    nest_loops = {lid for t in members for lid in t.loops}
+    top = fixed_value(first.schedule, 0)
+    taken = {t.name for t in scop.statements}
+    chosen = []  # (k, where, {original: (new name, domain)})
+    for k, idx in enumerate(order):
+        where, parts = pieces[idx]
+        named = {}
+        for t in members:
+            if t.name in parts:
+                name = f"{t.name}_{k}"
+                while name in taken:
+                    name += "_"
+                taken.add(name)
+                named[t.name] = (name, parts[t.name])
+        chosen.append((k, where, named))
+    shift = len(chosen) - 1
+    loops: list[Loop] = []
+    new_id: dict[int, int] = {}
+    piece_loops: list[dict[int, int]] = [{} for _ in chosen]
+    placed = False
+    for lp in scop.loops:
+        if lp.id not in nest_loops:
+            new_id[lp.id] = len(loops)
+            loops.append(replace(lp, id=len(loops)))
+            continue
+        if placed:
+            continue
+        placed = True  # the nest's loops in textual order, once per piece
+        for k, _, named in chosen:
+            for lid in sorted(nest_loops):
+                inside = tuple(named[m][0] for m in scop.loops[lid].statements
+                               if m in named)
+                if inside:
+                    piece_loops[k][lid] = len(loops)
+                    loops.append(replace(scop.loops[lid], id=len(loops),
+                                         statements=inside))
+    statements: list[Statement] = []
+    done = False
+    for t in scop.statements:
+        if t.name not in group:
+            sched = t.schedule
+            if fixed_value(sched, 0) > top:
+                sched = shifted(sched, 0, shift)
+            statements.append(replace(t, schedule=sched,
+                                      loops=tuple(new_id[lid] for lid in t.loops)))
+            continue
+        if done:
+            continue
+        done = True
+        for k, _, named in chosen:
+            for m in members:
+                if m.name not in named:
+                    continue
+                name, dom = named[m.name]
+                sched = with_constant(m.schedule.intersect_domain(dom).set_tuple_name(
+                    isl.dim_type.in_, name), 0, top + k)
+                accesses = tuple(replace(a, statement=name,
+                                         relation=a.relation.intersect_domain(dom)
+                                         .set_tuple_name(isl.dim_type.in_, name))
+                                 for a in m.accesses)
+                statements.append(replace(m, name=name, domain=dom.set_tuple_name(name),
+                                          schedule=sched, accesses=accesses,
+                                          loops=tuple(piece_loops[k][lid]
+                                                      for lid in m.loops)))
+    new = replace(scop, statements=tuple(statements), loops=tuple(loops))
+    records = []
+    for m in members:
+        mine = tuple(Piece(named[m.name][0], named[m.name][1].set_tuple_name(
+            named[m.name][0]), where) for _, where, named in chosen if m.name in named)
+        if mine:
+            records.append(Split(m.name, (), cuts, mine, ()))
+    return new, tuple(records)
+
+
+def verify_group_split(original: Scop, split: Scop, records: tuple[Split, ...]
+                       ) -> str | None:
+    """None if ``split`` computes what ``original`` does, ``records`` naming each split
+    statement's pieces: the pieces of a statement cover its domain exactly, once, and
+    compute and access what it does; every other statement is unchanged; every array
+    flows as before (the exact dataflow, instances renamed back); else what differs."""
+    pieces = {p.name: r.statement for r in records for p in r.pieces}
+    others = [t.name for t in original.statements if t.name not in
+              {r.statement for r in records}]
+    if sorted(t.name for t in split.statements) != sorted(others + list(pieces)):
+        return "the statements are not the original ones and the pieces"
+    for r in records:
+        s = original.statement(r.statement)
+        covered = None
+        for p in r.pieces:
+            piece = split.statement(p.name)
+            dom = piece.domain.set_tuple_name(s.name)
+            if covered is not None and not covered.intersect(dom).is_empty():
+                return f"piece {p.name} overlaps an earlier one"
+            covered = dom if covered is None else covered.union(dom)
+            if piece.body != s.body or len(piece.accesses) != len(s.accesses):
+                return f"piece {p.name} does not compute what {s.name} computes"
+            for a, b in zip(piece.accesses, s.accesses, strict=True):
+                if (a.array, a.kind, a.ref) != (b.array, b.kind, b.ref) or not \
+                        a.relation.set_tuple_name(isl.dim_type.in_, s.name).is_equal(
+                            b.relation.intersect_domain(dom)):
+                    return f"piece {p.name} does not access what {s.name} accesses"
+        if covered is None or not covered.is_equal(s.domain):
+            return f"the pieces do not cover {s.name}'s domain exactly"
+    for name in others:
+        t, u = original.statement(name), split.statement(name)
+        if not u.domain.is_equal(t.domain) or u.body != t.body or len(
+                u.accesses) != len(t.accesses) or any(
+                not a.relation.is_equal(b.relation)
+                for a, b in zip(u.accesses, t.accesses, strict=True)):
+            return f"statement {name} changed"
+    back = union_of([(st.domain.identity() if st.name not in pieces else
+                      st.domain.identity().set_tuple_name(isl.dim_type.out,
+                                                          pieces[st.name]))
+                     for st in split.statements], original.context.get_space())
+    arrays = dict.fromkeys(a.array for r in records
+                           for a in original.statement(r.statement).accesses)
+    return same_dataflow(original, split, back, arrays)
+
+
+def distribute(scop: Scop, statement: str, before: bool = False) -> Scop:
     """``scop`` with ``statement`` moved out of its loops into a nest of its own (copies
-    of them) right after the outermost nest it was in, proven to keep the dataflow of
-    every array; PolygpuError (why) where it does not."""
+    of them) right after the outermost nest it was in (``before``: right before it),
+    proven to keep the dataflow of every array; PolygpuError (why) where it does not.
+    A solve's scaling by alpha moves before the rows' loop, trmm's after it."""
     s = scop.statement(statement)
     if not s.loops:
         raise PolygpuError(f"{statement}: in no loop, nothing to distribute", s.loc)
     if scop.loops[s.loops[0]].statements == (s.name,):
         raise PolygpuError(f"{statement}: alone in its loops, nothing to distribute", s.loc)
     top = fixed_value(s.schedule, 0)
-    # the loops without it (those it was alone in dropped), then its own copies
+    # the loops without it (those it was alone in dropped), its own copies before the
+    # nest's first loop or after every other
     kept = [lp for lp in scop.loops if lp.statements != (s.name,)]
-    renumber = {lp.id: k for k, lp in enumerate(kept)}
-    loops = [replace(lp, id=renumber[lp.id],
-                     statements=tuple(t for t in lp.statements if t != s.name))
-             for lp in kept]
-    new_ids = tuple(range(len(loops), len(loops) + len(s.loops)))
-    loops += [replace(scop.loops[lid], id=k, statements=(s.name,))
-              for k, lid in zip(new_ids, s.loops, strict=True)]
+    at = next(k for k, lp in enumerate(kept) if lp.id == s.loops[0]) if before \
+        else len(kept)
+    order = kept[:at] + [None] * len(s.loops) + kept[at:]
+    renumber = {lp.id: k for k, lp in enumerate(order) if lp is not None}
+    new_ids = tuple(range(at, at + len(s.loops)))
+    loops = []
+    for k, lp in enumerate(order):
+        if lp is None:
+            loops.append(replace(scop.loops[s.loops[k - at]], id=k, statements=(s.name,)))
+        else:
+            loops.append(replace(lp, id=k, statements=tuple(
+                t for t in lp.statements if t != s.name)))
     width = s.schedule.dim(isl.dim_type.out)
     statements = []
     for t in scop.statements:
         sched = t.schedule
         if t.name == s.name:
             for pos in range(0, width, 2):
-                sched = with_constant(sched, pos, top + 1 if pos == 0 else 0)
+                sched = with_constant(sched, pos, (top if before else top + 1)
+                                      if pos == 0 else 0)
             statements.append(replace(t, schedule=sched, loops=new_ids))
             continue
-        if fixed_value(sched, 0) > top:
+        if fixed_value(sched, 0) > top or (before and fixed_value(sched, 0) == top):
             sched = shifted(sched, 0, 1)
         statements.append(replace(t, schedule=sched,
                                   loops=tuple(renumber[lid] for lid in t.loops)))
@@ -225,7 +429,8 @@ def distribute(scop: Scop, statement: str) -> Scop:
     back = union_of([t.domain.identity() for t in new.statements], scop.context.get_space())
     problem = same_dataflow(scop, new, back, [a.name for a in scop.arrays])
     if problem is not None:
-        raise PolygpuError(f"{statement} cannot run after its loops: {problem}", s.loc)
+        raise PolygpuError(f"{statement} cannot run {'before' if before else 'after'} "
+                           f"its loops: {problem}", s.loc)
     return new
 
 
