@@ -382,3 +382,156 @@ def test_the_model_plans_a_solves_products():
     plan = recursion_plan(prepare(TRSM["float32"], params=sizes), sizes, 64)
     assert plan.variant.recursion == 64 and len(plan.products) == 4
     assert plan.seconds > 0
+
+
+# --------------------------------------------------------------------------------------
+# The other cases as users write them: sums re-associated where their order must change
+# --------------------------------------------------------------------------------------
+
+# name: (a's extent, the region): left/right, lower/upper, transposed or not, unit or not;
+# TRSM divides by the diagonal shifted by its extent (well-conditioned on random inputs)
+CASES = {
+    "trmm_lln": ("m", """\
+  for (int i = m - 1; i >= 0; i--)
+    for (int j = 0; j < n; j++) {
+      b[i][j] = a[i][i] * b[i][j];
+      for (int k = 0; k < i; k++)
+        b[i][j] += a[i][k] * b[k][j];
+    }"""),
+    "trmm_lun": ("m", """\
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++)
+      for (int k = i + 1; k < m; k++)
+        b[i][j] += a[i][k] * b[k][j];"""),
+    "trmm_lut": ("m", """\
+  for (int i = m - 1; i >= 0; i--)
+    for (int j = 0; j < n; j++) {
+      b[i][j] = a[i][i] * b[i][j];
+      for (int k = 0; k < i; k++)
+        b[i][j] += a[k][i] * b[k][j];
+    }"""),
+    "trmm_rln": ("n", """\
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++)
+      for (int k = j + 1; k < n; k++)
+        b[i][j] += b[i][k] * a[k][j];"""),
+    "trmm_rut": ("n", """\
+  for (int j = n - 1; j >= 0; j--)
+    for (int i = 0; i < m; i++)
+      for (int k = 0; k < j; k++)
+        b[i][j] += b[i][k] * a[j][k];"""),
+    "trsm_llt": ("m", """\
+  for (int i = m - 1; i >= 0; i--)
+    for (int j = 0; j < n; j++) {
+      for (int k = i + 1; k < m; k++)
+        b[i][j] -= a[k][i] * b[k][j];
+      b[i][j] = b[i][j] / (a[i][i] + m);
+    }"""),
+    "trsm_lun": ("m", """\
+  for (int i = m - 1; i >= 0; i--)
+    for (int j = 0; j < n; j++) {
+      for (int k = i + 1; k < m; k++)
+        b[i][j] -= a[i][k] * b[k][j];
+      b[i][j] = b[i][j] / (a[i][i] + m);
+    }"""),
+    "trsm_lut": ("m", """\
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      for (int k = 0; k < i; k++)
+        b[i][j] = b[i][j] - a[k][i] * b[k][j];
+      b[i][j] = b[i][j] / (a[i][i] + m);
+    }"""),
+    "trsm_run": ("n", """\
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      for (int k = 0; k < j; k++)
+        b[i][j] -= b[i][k] * a[k][j];
+      b[i][j] = b[i][j] / (a[j][j] + n);
+    }"""),
+    "trsm_rln": ("n", """\
+  for (int j = n - 1; j >= 0; j--)
+    for (int i = 0; i < m; i++) {
+      for (int k = j + 1; k < n; k++)
+        b[i][j] -= b[i][k] * a[k][j];
+      b[i][j] = b[i][j] / (a[j][j] + n);
+    }"""),
+}
+
+
+def _case(tmp_path, name: str) -> str:
+    extent, body = CASES[name]
+    path = tmp_path / f"{name}.c"
+    path.write_text(f"void {name}(int m, int n, float a[{extent}][{extent}], float b[m][n])\n"
+                    f"{{\n#pragma scop\n{body}\n#pragma endscop\n}}\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_triangular_case_recurses_and_is_exact(tmp_path, name):
+    """Each case splits into leaves and products (its rows -- or columns, on the right
+    -- cut by the paper's rule) and is exact on the emulator at odd sizes.  Where a
+    row's sum must take its terms in another order than written (an upper solve whose
+    sum runs k upward while the recursion finishes the rows below first), the split says
+    so: the sums are re-associated, proven up to that order."""
+    from polygpu.pipeline import compile_region
+    from polygpu.runtime.check import check_program
+    from polygpu.schedule.variant import Variant
+
+    spec = _case(tmp_path, name)
+    sizes = {"m": 37, "n": 29}
+    variant = Variant(tile=(32, 32), threads=(8, 32), specialize=True, recursion=8)
+    compiled = compile_region(spec, variant=variant, params=sizes)
+    update = next(r for r in compiled.splitting.split
+                  if any(p.where.startswith("product") for p in r.pieces))
+    kinds = [p.where.split(":")[0] for p in update.pieces]
+    assert kinds.count("product") >= 3 and kinds.count("leaf") >= 4
+    reassociated = "sums re-associated" in update.cuts
+    assert reassociated == (name in REASSOCIATED)
+    result = check_program(compiled.program, compiled.source_scop, spec, sizes, seed=7)
+    assert result.ok, result.message
+
+
+# the cases whose sums run against the recursion's order
+REASSOCIATED = {"trmm_lln", "trmm_lut", "trmm_rut", "trsm_llt", "trsm_lun", "trsm_rln"}
+
+
+def test_a_reassociated_order_that_breaks_a_sum_fails_the_proof(tmp_path):
+    """Backward substitution: a leaf's division moved before the product that still
+    adds to its rows -- the division would run between two updates of an element."""
+    spec = _case(tmp_path, "trsm_lun")
+    sizes = {"m": 37, "n": 5}
+    scop = recursion.at_sizes(prepare(spec, params=sizes).source_scop, sizes)
+    split, records = recursion.recursive_split_group(scop, "S0", 8)
+    update, division = records
+    assert "sums re-associated" in update.cuts
+    chain = recursion.sum_chain(scop, "S0")
+    deps = recursion.compute_dependences(scop)
+    assert recursion.verify_reassociated_split(scop, split, records, chain, deps) is None
+    pieces = []
+    for p in update.pieces:
+        parts = {"S0": p.domain.set_tuple_name("S0")}
+        twin = next((d for d in division.pieces if d.where == p.where), None)
+        if twin is not None:
+            parts["S1"] = twin.domain.set_tuple_name("S1")
+        pieces.append((p.where, parts))
+    # the top leaf (rows [0, 8): divided last) first
+    top = next(k for k, (w, _) in enumerate(pieces) if w.startswith("leaf: i in [0, 8)"))
+    order = [top] + [k for k in range(len(pieces)) if k != top]
+    wrong, wrong_records = recursion.split_group_into(scop, ["S0", "S1"], pieces, order)
+    problem = recursion.verify_reassociated_split(scop, wrong, wrong_records, chain, deps)
+    assert problem is not None
+
+
+def test_only_a_sum_is_reassociated(tmp_path):
+    """``b[i][j] = a[i][k] * b[i][j] + b[k][j]`` is no sum of its terms: its order stays,
+    and a recursion that would need another is refused with the proof's reason."""
+    path = tmp_path / "horner.c"
+    path.write_text("void horner(int m, int n, float a[m][m], float b[m][n])\n{\n"
+                    "#pragma scop\n  for (int i = m - 1; i >= 0; i--)\n"
+                    "    for (int j = 0; j < n; j++)\n      for (int k = i + 1; k < m; k++)\n"
+                    "        b[i][j] = a[i][k] * b[i][j] + b[k][j];\n#pragma endscop\n}\n")
+    sizes = {"m": 37, "n": 5}
+    scop = recursion.at_sizes(prepare(str(path), params=sizes).source_scop, sizes)
+    assert recursion.sum_chain(scop, "S0") is None
+    with pytest.raises(PolygpuError, match="failed the proof"):
+        recursion.recursive_split_group(scop, "S0", 8)

@@ -21,8 +21,20 @@ proof.  The blocks are constants: the region is taken at its specialized sizes.
 
 A statement sharing its loops with others (PolyBench's trmm scales each row by
 ``alpha`` after its sum) cannot be split alone: :func:`distribute` first moves such a
-statement into a nest of its own after the one it was in, where the dataflow allows
-(proven the same way; trmm's scaling moves, a solve's division cannot).
+statement into a nest of its own after the one it was in (a solve's alpha: before it),
+where the dataflow allows (proven the same way; trmm's scaling moves, a solve's
+division cannot).  What cannot move is a *companion*: it is split with the update, each
+instance into the leaf of its row (:func:`recursive_split_group`), where the row's own
+steps end and before any later row reads it -- a solve is a recursion of leaves that
+substitute and products that subtract solved rows.
+
+Where the recursion needs a row's terms in another order than written -- an upper
+solve's sum runs ``k`` upward while the rows below are finished first; a lower product
+computed in place from the bottom -- no order keeps the exact dataflow.  A sum update's
+terms may then be added in the recursion's order (:class:`SumChain`): proven by
+:func:`verify_reassociated_split`, every other dependence kept and no other access of an
+element between two of its updates (reduction-aware legality; the result is the same up
+to rounding, as for atomic sums), the split's record says ``sums re-associated``.
 
 A leaf's rows run in turn (row ``i`` reads rows ``k > i`` of the leaf before they are
 overwritten); :func:`snapshot_leaves` gives each leaf a workspace of its rows' old
@@ -30,8 +42,7 @@ values, copied just before it, which leaves its rows and columns parallel (prove
 :func:`verify_leaf_snapshots`).
 
 A ``recursion`` variant compiles the split region (``Prepared.recursive``,
-pipeline.py), its pieces planned by ``search/recursion_plans.py``.  Not yet: solves,
-whose division shares the rows' loops, need several statements split together.
+pipeline.py), its pieces planned by ``search/recursion_plans.py``.
 """
 
 from __future__ import annotations
@@ -203,17 +214,33 @@ def recursive_split_group(scop: Scop, statement: str, stop: int,
         raise PolygpuError(f"{statement}: {hi - lo} rows are no more than the stop size "
                            f"{stop}", s.loc)
     deps = dependences if dependences is not None else compute_dependences(scop)
-    order = _order_group(scop, pieces, deps)
-    if order is None:
-        raise PolygpuError(f"{statement}: the recursion's blocks depend on each other "
-                           f"both ways", s.loc)
     cut = f"{names[row]} recursively, stop {stop}"
-    new, records = split_group_into(scop, [t.name for t in group], pieces, order, (cut,))
-    problem = verify_group_split(scop, new, records)
-    if problem is not None:
-        raise PolygpuError(f"{statement}: the recursive split failed the proof ({problem})",
-                           s.loc)
-    return new, records
+    members = [t.name for t in group]
+    # each element's sum in its original order where the dataflow allows it ...
+    order = _order_group(scop, pieces, deps)
+    problem = "the recursion's blocks depend on each other both ways"
+    if order is not None:
+        new, records = split_group_into(scop, members, pieces, order, (cut,))
+        problem = verify_group_split(scop, new, records)
+        if problem is None:
+            return new, _update_first(records, statement)
+    # ... else re-associated: its terms added in the recursion's order (module doc)
+    chain = sum_chain(scop, statement)
+    if chain is not None:
+        order = _order_group(scop, pieces, chain.closed(scop, deps))
+        if order is not None:
+            new, records = split_group_into(scop, members, pieces, order,
+                                            (cut, "sums re-associated"))
+            again = verify_reassociated_split(scop, new, records, chain, deps)
+            if again is None:
+                return new, _update_first(records, statement)
+            problem = f"{problem}; re-associated: {again}"
+    raise PolygpuError(f"{statement}: the recursive split failed the proof ({problem})",
+                       s.loc)
+
+
+def _update_first(records: tuple[Split, ...], statement: str) -> tuple[Split, ...]:
+    return tuple(sorted(records, key=lambda r: r.statement != statement))
 
 
 def _boxed(domain: isl.Set, ranges) -> isl.Set:
@@ -346,6 +373,16 @@ def verify_group_split(original: Scop, split: Scop, records: tuple[Split, ...]
     statement's pieces: the pieces of a statement cover its domain exactly, once, and
     compute and access what it does; every other statement is unchanged; every array
     flows as before (the exact dataflow, instances renamed back); else what differs."""
+    problem = _same_pieces(original, split, records)
+    if problem is not None:
+        return problem
+    arrays = dict.fromkeys(a.array for r in records
+                           for a in original.statement(r.statement).accesses)
+    return same_dataflow(original, split, _back(original, split, records), arrays)
+
+
+def _same_pieces(original: Scop, split: Scop, records: tuple[Split, ...]) -> str | None:
+    """What :func:`verify_group_split` checks before the dataflow."""
     pieces = {p.name: r.statement for r in records for p in r.pieces}
     others = [t.name for t in original.statements if t.name not in
               {r.statement for r in records}]
@@ -376,13 +413,156 @@ def verify_group_split(original: Scop, split: Scop, records: tuple[Split, ...]
                 not a.relation.is_equal(b.relation)
                 for a, b in zip(u.accesses, t.accesses, strict=True)):
             return f"statement {name} changed"
-    back = union_of([(st.domain.identity() if st.name not in pieces else
+    return None
+
+
+def _back(original: Scop, split: Scop, records: tuple[Split, ...]) -> isl.UnionMap:
+    """``{ piece[x] -> statement[x] }``, the identity on the statements not split."""
+    pieces = {p.name: r.statement for r in records for p in r.pieces}
+    return union_of([(st.domain.identity() if st.name not in pieces else
                       st.domain.identity().set_tuple_name(isl.dim_type.out,
                                                           pieces[st.name]))
                      for st in split.statements], original.context.get_space())
-    arrays = dict.fromkeys(a.array for r in records
-                           for a in original.statement(r.statement).accesses)
-    return same_dataflow(original, split, back, arrays)
+
+
+# --------------------------------------------------------------------------------------
+# Re-associated sums
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SumChain:
+    """A sum update's accumulation (``B[i][j] -= A[i][k] * B[k][j]``): ``statement``,
+    its ``write`` (instance -> element) and the refs of its accumulator's read and write
+    -- the accesses whose order among the instances of one element the sum does not
+    care about (up to rounding)."""
+
+    statement: str
+    array: str
+    write: isl.Map
+    own: frozenset[int]
+
+    def relax(self, deps: Dependences) -> Dependences:
+        """``deps`` without the pairs of instances that update the same element (they
+        meet only through the accumulator: :func:`sum_chain` checks that no other read
+        of the statement touches its own element)."""
+        same = self.write.apply_range(self.write.reverse())
+        items = []
+        for d in deps.items:
+            if d.source == d.sink == self.statement and d.array == self.array:
+                rest = d.relation.subtract(same)
+                if not rest.is_empty():
+                    items.append(replace(d, relation=rest))
+                continue
+            items.append(d)
+        return Dependences(tuple(items), deps.space)
+
+    def closed(self, scop: Scop, deps: Dependences) -> Dependences:
+        """:meth:`relax`'s dependences, each one that orders an access of an element
+        before or after one of its updates extended to all its updates: what keeps a
+        run of updates unbroken, as pairs of instances the pieces' order must keep
+        (a solve's division after every update of its row, not only the last)."""
+        same = self.write.apply_range(self.write.reverse())
+        space = deps.space
+        touches = {t.name: union_of([a.relation for a in t.accesses
+                                     if a.array == self.array], space)
+                   for t in scop.statements}
+        write = isl.UnionMap.from_map(self.write)
+        items = list(self.relax(deps).items)
+        for d in deps.items:
+            if d.array != self.array:
+                continue
+            rel = isl.UnionMap.from_map(d.relation)
+            extra = isl.UnionMap.empty(space)
+            if d.sink == self.statement:  # before an update of an element it touches
+                into = rel.intersect(touches[d.source].apply_range(write.reverse()))
+                extra = extra.union(into.apply_range(isl.UnionMap.from_map(same)))
+            if d.source == self.statement:  # after one
+                out = rel.intersect(write.apply_range(touches[d.sink].reverse()))
+                extra = extra.union(out.apply_domain(isl.UnionMap.from_map(same)))
+            if d.source == d.sink == self.statement:
+                extra = extra.subtract(isl.UnionMap.from_map(same))
+            for m in maps_of(extra):
+                if not m.is_empty():
+                    items.append(replace(d, relation=m))
+        return Dependences(tuple(items), deps.space)
+
+
+def sum_chain(scop: Scop, statement: str) -> SumChain | None:
+    """The statement's accumulation if it is a sum update (``x += term``, ``x -= term``,
+    ``x = x + term``, ...) whose other reads of its array never touch the element the
+    same instance updates; else None."""
+    from polygpu.model.atomic import sum_update
+
+    s = scop.statement(statement)
+    if sum_update(s.body) is None or len(s.writes) != 1:
+        return None
+    write = s.writes[0]
+    own = [a for a in s.reads if a.array == write.array and a.subscripts == write.subscripts]
+    if len(own) != 1:
+        return None
+    for a in s.reads:
+        if a is not own[0] and a.array == write.array and \
+                not a.relation.intersect(write.relation).is_empty():
+            return None
+    return SumChain(s.name, write.array, write.relation, frozenset({own[0].ref, write.ref}))
+
+
+def verify_reassociated_split(original: Scop, split: Scop, records: tuple[Split, ...],
+                              chain: SumChain, deps: Dependences) -> str | None:
+    """None if ``split`` computes what ``original`` does up to the order in which each
+    element's sum adds its terms; else what fails.
+
+    The pieces are checked as in :func:`verify_group_split`; then (the argument of
+    reduction-aware legality): every dependence of ``original`` but those between two
+    updates of one element goes forward in ``split``'s order, and in both programs no
+    other access of an element (another statement's, or the update's reads of other
+    rows) runs between two of its updates.  The terms then read what they read before,
+    every element's updates form one unbroken run from the same first value, and what
+    reads the element afterwards sees the whole sum."""
+    problem = _same_pieces(original, split, records)
+    if problem is not None:
+        return problem
+    before = original.schedule
+    after = _back(original, split, records).reverse().apply_range(split.schedule)
+    for d in chain.relax(deps).items:
+        pairs = isl.UnionMap.from_map(d.relation).apply_domain(after).apply_range(after)
+        if not pairs.is_empty() and not _lex_forward(pairs):
+            return (f"the {d.kind} dependence {d.source} -> {d.sink} on {d.array} goes "
+                    f"backward")
+    for times, which in ((before, "the original"), (after, "the split")):
+        problem = _unbroken(original, chain, times)
+        if problem is not None:
+            return f"in {which} program, {problem}"
+    return None
+
+
+def _lex_forward(pairs: isl.UnionMap) -> bool:
+    """Whether every ``{ time -> time }`` pair of ``pairs`` goes forward."""
+    m = isl.Map.from_union_map(pairs)
+    space = m.get_space().domain()
+    return m.is_subset(isl.Map.lex_lt(space))
+
+
+def _unbroken(scop: Scop, chain: SumChain, times: isl.UnionMap) -> str | None:
+    """None if, under ``times`` (instance -> time), no access of ``chain``'s array but
+    the chain's own runs between two updates of the element it touches."""
+    updates = isl.UnionMap.from_map(chain.write).apply_domain(times)  # time -> element
+    for t in scop.statements:
+        for a in t.accesses:
+            if a.array != chain.array or (t.name == chain.statement and a.ref in chain.own):
+                continue
+            at = isl.UnionMap.from_map(a.relation).apply_domain(times)
+            pairs = at.apply_range(updates.reverse())  # access time -> update time
+            if pairs.is_empty():
+                continue
+            m = isl.Map.from_union_map(pairs)
+            space = m.get_space().domain()
+            later = m.intersect(isl.Map.lex_lt(space)).domain()
+            earlier = m.intersect(isl.Map.lex_gt(space)).domain()
+            if not later.intersect(earlier).is_empty():
+                return f"{t.name}'s {a.text} runs between two updates of an element"
+    return None
 
 
 def distribute(scop: Scop, statement: str, before: bool = False) -> Scop:
