@@ -68,7 +68,9 @@ from polygpu.search.recursion_plans import recursion_plan  # noqa: E402
 KERNELS = {"trmm": {"float32": str(ROOT / "kernels" / "trmm.c"),
                     "float64": str(ROOT / "kernels" / "polybench" / "trmm.c")},
            "trsm": {"float32": str(ROOT / "kernels" / "trsm.c"),
-                    "float64": str(ROOT / "kernels" / "trsm_double.c")}}
+                    "float64": str(ROOT / "kernels" / "trsm_double.c")},
+           # backward substitution: the recursion re-associates its sums
+           "trsm_upper": {"float32": str(ROOT / "kernels" / "trsm_upper.c")}}
 MM = {"float32": (str(ROOT / "kernels" / "mm.c"), lambda n: {"n": n}),
       "float64": (str(ROOT / "kernels" / "polybench" / "gemm.c"),
                   lambda n: {"ni": n, "nj": n, "nk": n})}
@@ -160,16 +162,17 @@ def cublas_trmm(lib, handle, dtype: str, a, b, c, alpha: float) -> None:
         raise RuntimeError(f"cublas trmm status {status}")
 
 
-def cublas_trsm(lib, handle, dtype: str, a, b, alpha: float) -> None:
+def cublas_trsm(lib, handle, dtype: str, a, b, alpha: float, upper: bool = False) -> None:
     """``b := alpha L^-1 b`` in place for row-major ``a`` (m x m, ``L`` its lower
     triangle, the diagonal as stored: pass ``kernels/trsm.c``'s shifted one) and ``b``
     (m x n), torch tensors.  Column-major, ``b`` is ``B^T`` (n x m) and ``a`` is
     ``A^T``: ``X^T L^T = alpha B^T`` -- right side, upper (``A^T``'s stored triangle),
-    not transposed, non-unit.  (cuBLAS's trsm has no out-of-place form.)"""
+    not transposed, non-unit; ``upper``: ``U`` the upper triangle, ``U^T`` the lower one
+    of ``A^T``.  (cuBLAS's trsm has no out-of-place form.)"""
     m, n = b.shape
     scalar = ctypes.c_float(alpha) if dtype == "float32" else ctypes.c_double(alpha)
     fn = lib.cublasStrsm_v2 if dtype == "float32" else lib.cublasDtrsm_v2
-    status = fn(handle, 1, 1, 0, 0, n, m, ctypes.byref(scalar),
+    status = fn(handle, 1, 0 if upper else 1, 0, 0, n, m, ctypes.byref(scalar),
                 ctypes.c_void_p(a.data_ptr()), m, ctypes.c_void_p(b.data_ptr()), n)
     if status:
         raise RuntimeError(f"cublas trsm status {status}")
@@ -181,9 +184,10 @@ def _shifted(a: np.ndarray) -> np.ndarray:
 
 
 def _reference(op: str, a: np.ndarray, b: np.ndarray, alpha: float) -> np.ndarray:
-    if op == "trsm":
-        lower = np.tril(_shifted(a).astype(np.float64))
-        return np.linalg.solve(lower, alpha * b.astype(np.float64))
+    if op.startswith("trsm"):
+        shifted = _shifted(a).astype(np.float64)
+        triangle = np.triu(shifted) if op == "trsm_upper" else np.tril(shifted)
+        return np.linalg.solve(triangle, alpha * b.astype(np.float64))
     return alpha * ((np.eye(a.shape[0]) + np.tril(a.astype(np.float64), -1)).T
                     @ b.astype(np.float64))
 
@@ -214,9 +218,10 @@ def _values(program, base: dict) -> dict:
 def run(args) -> dict:
     device = get_device(args.backend)
     rhs = {m: args.rhs or m for m in args.sizes}
-    jobs = [(args.op, dtype, m, rhs[m], stop) for dtype in args.dtype for m in args.sizes
-            for stop in [0] + [s for s in args.stops if s < m]]
-    mm_jobs = [(dtype, m) for dtype in args.dtype for m in args.sizes] if args.mm else []
+    dtypes = [d for d in args.dtype if d in KERNELS[args.op]]
+    jobs = [(args.op, dtype, m, rhs[m], stop) for dtype in dtypes for m in args.sizes
+            for stop in [0] * args.default + [s for s in args.stops if s < m]]
+    mm_jobs = [(dtype, m) for dtype in dtypes for m in args.sizes] if args.mm else []
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         built = list(pool.map(_compile, jobs))
         mm_built = list(pool.map(_compile_mm, mm_jobs))
@@ -231,7 +236,7 @@ def run(args) -> dict:
                                                                            "cpu emulator"),
               "op": args.op, "cublas": path if gpu else None, "rows": [], "mm": []}
     op = args.op
-    for dtype in args.dtype:
+    for dtype in dtypes:
         for m in args.sizes:
             n = rhs[m]
             base = _inputs(m, n, dtype)
@@ -241,27 +246,28 @@ def run(args) -> dict:
                 tdt = getattr(torch, dtype)
                 b0 = torch.from_numpy(base["b"]).cuda()
                 c = torch.empty_like(b0)
-                if op == "trsm":
+                if op.startswith("trsm"):
                     a = torch.from_numpy(_shifted(base["a"])).cuda()
                     c.copy_(b0)
-                    cublas_trsm(lib, handle, dtype, a, c, ALPHA)
+                    cublas_trsm(lib, handle, dtype, a, c, ALPHA, op == "trsm_upper")
                 else:
                     a = torch.from_numpy(base["a"]).cuda()
                     cublas_trmm(lib, handle, dtype, a, b0, c, ALPHA)
                 torch.cuda.synchronize()
                 expected = c.double().cpu().numpy()
-                if m <= 2048 or op == "trsm":  # cuBLAS's own call checked against numpy
+                if m <= 2048 or op.startswith("trsm"):  # cuBLAS's own call checked against numpy
                     ref = _reference(op, base["a"], base["b"], ALPHA)
                     row["cublas_error"] = float(np.max(np.abs(expected - ref) / np.abs(ref))
                                                 if op == "trmm" else
                                                 np.max(np.abs(expected - ref))
                                                 / np.max(np.abs(ref)))
-                    if op == "trsm":  # polygpu's plans against numpy's solve
+                    if op.startswith("trsm"):  # polygpu's plans against numpy's solve
                         expected = ref
                 b = b0.clone()
-                if op == "trsm":
+                if op.startswith("trsm"):
                     row["cublas_inplace_ms"] = _median_ms(torch, functools.partial(
-                        cublas_trsm, lib, handle, dtype, a, b, 1.0), args.repeats, 1)
+                        cublas_trsm, lib, handle, dtype, a, b, 1.0, op == "trsm_upper"),
+                        args.repeats, 1)
                 else:
                     row["cublas_inplace_ms"] = _median_ms(torch, functools.partial(
                         cublas_trmm, lib, handle, dtype, a, b, b, 1.0), args.repeats, 1)
@@ -407,7 +413,8 @@ def markdown(data: dict) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--op", choices=sorted(KERNELS), default="trmm",
-                   help="trmm (PolyBench's, in place) or trsm (kernels/trsm.c)")
+                   help="trmm (PolyBench's, in place), trsm (kernels/trsm.c) or "
+                        "trsm_upper (kernels/trsm_upper.c, float only)")
     p.add_argument("--sizes", type=int, nargs="+", default=[2048, 4096, 8192])
     p.add_argument("--rhs", type=int, default=0,
                    help="columns of B (right-hand sides); default: n = m")
@@ -418,6 +425,8 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=os.cpu_count())
     p.add_argument("--no-mm", dest="mm", action="store_false",
                    help="skip polygpu's mm at the same sizes")
+    p.add_argument("--no-default", dest="default", action="store_false",
+                   help="skip the model's default plan (a solve's takes 0.07-0.5 s a run)")
     p.add_argument("--backend", choices=("gpu", "cpu"), default="gpu")
     p.add_argument("--small", action="store_true",
                    help="a dry run: m = 100 with stops 16 and 32, no mm")
