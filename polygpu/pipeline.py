@@ -323,7 +323,7 @@ def _recursive_region(prepared: Prepared, stop: int) -> Prepared:
 
 def _recursive_split_region(prepared: Prepared, stop: int) -> Prepared:
     scop = at_sizes(prepared.source_scop, prepared.params)
-    records, why = [], []
+    records, why, notes = [], [], []
     original = prepared.source_scop.statements
     for k, s in enumerate(original):
         if s.name not in {t.name for t in scop.statements}:
@@ -343,6 +343,7 @@ def _recursive_split_region(prepared: Prepared, stop: int) -> Prepared:
                     scop = distribute(scop, t.name, before=True)
                 except PolygpuError:
                     break  # (a later one cannot pass it)
+                notes.append(Refusal(t.name, f"distributed: runs before {s.name}'s loops"))
                 here = scop.statement(s.name)
         for t in original[k + 1:]:
             if set(scop.statement(t.name).loops) & set(here.loops):
@@ -350,19 +351,25 @@ def _recursive_split_region(prepared: Prepared, stop: int) -> Prepared:
                     scop = distribute(scop, t.name)
                 except PolygpuError:
                     continue
+                notes.append(Refusal(t.name, f"distributed: runs after {s.name}'s loops"))
                 here = scop.statement(s.name)
         scop, split = recursive_split_group(scop, s.name, stop)
         records += split
         try:  # the leaves' rows in parallel, their old values from a workspace (proven)
             scop = snapshot_leaves(scop, split[0])
-        except (PolygpuError, isl.Error):  # not proven: the leaves keep their rows in turn
-            pass
+            notes.append(Refusal(s.name, "leaves: their rows in parallel, the old values "
+                                         "from a workspace"))
+        except (PolygpuError, isl.Error) as e:  # not proven: rows in turn (a solve's)
+            reason = str(e.args[0] if e.args else e).splitlines()[0][:200]
+            notes.append(Refusal(s.name, f"leaves: their rows in turn (no workspace: "
+                                         f"{reason})"))
     if not records:
         raise PolygpuError("variant: recursion needs an in-place triangular update; "
                            + "; ".join(why), prepared.source_scop.loc)
     an = analyze(scop)
     return replace(prepared, analysis=an, candidates=candidates(an), expansion=None,
-                   splitting=Splitting(scop, tuple(records), ()), snapshot=None,
+                   splitting=Splitting(scop, tuple(records), (), notes=tuple(notes)),
+                   snapshot=None,
                    recursion=stop)
 
 

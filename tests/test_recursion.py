@@ -535,3 +535,23 @@ def test_only_a_sum_is_reassociated(tmp_path):
     assert recursion.sum_chain(scop, "S0") is None
     with pytest.raises(PolygpuError, match="failed the proof"):
         recursion.recursive_split_group(scop, "S0", 8)
+
+
+def test_the_split_says_what_moved_and_how_the_leaves_run():
+    """``compile --json``'s split: alpha's pass distributed before the solve's rows, and
+    the leaves' rows in turn, with why (a workspace of old values would hand the solve
+    unfinished rows); trmm's scaling after its rows, and its leaves' workspace."""
+    from polygpu.pipeline import compile_region
+    from polygpu.schedule.variant import Variant
+
+    variant = Variant(tile=(32, 32), threads=(8, 32), specialize=True, recursion=8)
+    solve = compile_region(TRSM["float32"], variant=variant, params={"m": 37, "n": 23})
+    notes = [(n["statement"], n["note"]) for n in solve.splitting.to_json() if "note" in n]
+    assert notes[0] == ("S0", "distributed: runs before S1's loops")
+    assert notes[1][0] == "S1" and notes[1][1].startswith("leaves: their rows in turn")
+    assert "failed the proof" in notes[1][1]
+    product = compile_region(TRMM, variant=variant, params={"m": 37, "n": 23})
+    notes = [(n["statement"], n["note"]) for n in product.splitting.to_json() if "note" in n]
+    assert notes == [("S1", "distributed: runs after S0's loops"),
+                     ("S0", "leaves: their rows in parallel, the old values from a "
+                            "workspace")]

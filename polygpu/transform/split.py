@@ -133,15 +133,19 @@ class Splitting:
     # the exact dependences of ``scop`` where they are known without computing them
     # again (:func:`split_dependences`), else None
     dependences: Dependences | None = None
+    # what else was decided on the way (a recursion's statements moved out of their
+    # loops, its leaves' workspace or why none), for the dumps
+    notes: tuple[Refusal, ...] = ()
 
     def to_json(self) -> list[dict]:
         """What ``compile --json`` shows: every statement considered, split (its
-        pieces in order) or refused (why)."""
+        pieces in order) or refused (why), and the notes."""
         return [{"statement": s.statement, "shared_loops": list(s.shared),
                  "cuts": list(s.cuts), "freed": list(s.freed),
                  "pieces": [{"statement": p.name, "where": p.where} for p in s.pieces]}
                 for s in self.split] + [{"statement": r.statement, "refused": r.reason}
-                                        for r in self.refused]
+                                        for r in self.refused] \
+            + [{"statement": n.statement, "note": n.reason} for n in self.notes]
 
 
 class _Refused(Exception):
