@@ -328,7 +328,9 @@ def _fixed_constants(scop: Scop, args: tuple[Argument, ...]) -> list:
     + k``).  Safe because a specialized program refuses other values at launch
     (:func:`polygpu.runtime.device.launch_plan`)."""
     fixed = scop.fixed_parameters
-    return [cgen.Line(f"constexpr {_c_type(a.dtype)} {a.name} = {fixed[a.name]};")
+    # (maybe unused: a kernel that never reads one drew a warning from nvcc per kernel)
+    return [cgen.Line(f"[[maybe_unused]] constexpr {_c_type(a.dtype)} {a.name} = "
+                      f"{fixed[a.name]};")
             for a in args if a.kind == "scalar" and a.name in fixed]
 
 
@@ -472,7 +474,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         elif device_steps:
             body = []  # the block ids are loops around the body (_block_loops)
         else:
-            body = [cgen.Line(f"const {itype} {b} = blockIdx.{AXES[k]};")
+            body = [cgen.Line(f"[[maybe_unused]] const {itype} {b} = blockIdx.{AXES[k]};")
                     for k, b in enumerate(kernel.block_names)]
         if device_steps:
             body += [cgen.Line(f"const int {t} = {_thread_id(kernel, k)};")
