@@ -367,7 +367,9 @@ def _recursive_split_region(prepared: Prepared, stop: int) -> Prepared:
         raise PolygpuError("variant: recursion needs an in-place triangular update; "
                            + "; ".join(why), prepared.source_scop.loc)
     an = analyze(scop)
-    return replace(prepared, analysis=an, candidates=candidates(an), expansion=None,
+    # (no host loops: the pieces are the recursion's steps, launched in turn)
+    return replace(prepared, analysis=an, candidates=candidates(an, host_loops=False),
+                   expansion=None,
                    splitting=Splitting(scop, tuple(records), (), notes=tuple(notes)),
                    snapshot=None,
                    recursion=stop)

@@ -89,10 +89,13 @@ def _dominates(a: Transformation, b: Transformation) -> bool:
         a.coalesced)
 
 
-def candidates(an: Analysis, limit: int = 8) -> tuple[Transformation, ...]:
+def candidates(an: Analysis, limit: int = 8, host_loops: bool = True
+               ) -> tuple[Transformation, ...]:
     """Up to ``limit`` legal transformations of ``an``'s region, best first; at least
-    one (the single-thread original program when nothing else is legal)."""
-    proposed = _proposals(an, limit) + _host_proposals(an, limit)
+    one (the single-thread original program when nothing else is legal).
+    ``host_loops=False``: without source 5 (a recursion's pieces are its steps already;
+    its host proposals ranked last and took three quarters of the scheduler's time)."""
+    proposed = _proposals(an, limit) + (_host_proposals(an, limit) if host_loops else [])
 
     kept: list[Transformation] = []
     for tr in proposed:
