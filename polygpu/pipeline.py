@@ -326,7 +326,8 @@ def _recursive_split_region(prepared: Prepared, stop: int) -> Prepared:
     records, why, notes = [], [], []
     original = prepared.source_scop.statements
     for k, s in enumerate(original):
-        if s.name not in {t.name for t in scop.statements}:
+        present = {t.name for t in scop.statements}  # (an earlier update's are pieces)
+        if s.name not in present:
             continue  # split already, as a companion of an earlier update
         try:
             roles(scop, s.name)
@@ -338,7 +339,7 @@ def _recursive_split_region(prepared: Prepared, stop: int) -> Prepared:
         # (a solve's division, read by later rows) is split with it, into its leaves
         here = scop.statement(s.name)
         for t in original[:k]:
-            if set(scop.statement(t.name).loops) & set(here.loops):
+            if t.name in present and set(scop.statement(t.name).loops) & set(here.loops):
                 try:
                     scop = distribute(scop, t.name, before=True)
                 except PolygpuError:
@@ -346,7 +347,7 @@ def _recursive_split_region(prepared: Prepared, stop: int) -> Prepared:
                 notes.append(Refusal(t.name, f"distributed: runs before {s.name}'s loops"))
                 here = scop.statement(s.name)
         for t in original[k + 1:]:
-            if set(scop.statement(t.name).loops) & set(here.loops):
+            if t.name in present and set(scop.statement(t.name).loops) & set(here.loops):
                 try:
                     scop = distribute(scop, t.name)
                 except PolygpuError:

@@ -555,3 +555,39 @@ def test_the_split_says_what_moved_and_how_the_leaves_run():
     assert notes == [("S1", "distributed: runs after S0's loops"),
                      ("S0", "leaves: their rows in parallel, the old values from a "
                             "workspace")]
+
+
+def test_two_updates_in_one_region_both_recurse(tmp_path):
+    """Two in-place products one after the other: the second's scaling cannot move
+    before its rows (row i reads rows k > i unscaled) and joins its leaves; the first
+    update's statements are pieces by then (an internal error once: KeyError)."""
+    from polygpu.pipeline import compile_region
+    from polygpu.runtime.check import check_program
+    from polygpu.schedule.variant import Variant
+
+    path = tmp_path / "two.c"
+    path.write_text("""\
+void two(int m, int n, float a[m][m], float b[m][n], float c[m][n])
+{
+#pragma scop
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++)
+      for (int k = i + 1; k < m; k++)
+        b[i][j] += a[k][i] * b[k][j];
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      c[i][j] = 2.0f * c[i][j];
+      for (int k = i + 1; k < m; k++)
+        c[i][j] += a[k][i] * c[k][j];
+    }
+#pragma endscop
+}
+""")
+    sizes = {"m": 37, "n": 5}
+    variant = Variant(tile=(32, 32), threads=(8, 32), specialize=True, recursion=8)
+    compiled = compile_region(str(path), variant=variant, params=sizes)
+    split = {r.statement: r for r in compiled.splitting.split}
+    assert set(split) == {"S0", "S1", "S2"}  # S1, the scaling, in S2's leaves
+    assert all(p.where.startswith("leaf") for p in split["S1"].pieces)
+    result = check_program(compiled.program, compiled.source_scop, str(path), sizes, seed=5)
+    assert result.ok, result.message
