@@ -70,6 +70,7 @@ from polygpu.transform.split import (
     Piece,
     Split,
     fixed_value,
+    in_order,
     same_dataflow,
     shifted,
     with_constant,
@@ -273,13 +274,7 @@ def _order_group(scop: Scop, pieces: list[tuple[str, dict[str, isl.Set]]],
         for b in range(n):
             if b != a and not from_a.intersect_range(sets[b]).is_empty():
                 after[b].add(a)
-    order: list[int] = []
-    while len(order) < n:
-        ready = [k for k in range(n) if k not in order and after[k] <= set(order)]
-        if not ready:
-            return None
-        order.append(ready[0])
-    return order
+    return in_order(after)
 
 
 def split_group_into(scop: Scop, group: list[str],

@@ -355,6 +355,13 @@ def order_pieces(pieces: list[tuple[str, isl.Set]], own: isl.Map, depth: int) ->
         for b in range(n):
             if b != a and not from_a.intersect_range(pieces[b][1]).is_empty():
                 after[b].add(a)
+    return in_order(after)
+
+
+def in_order(after: dict[int, set[int]]) -> list[int] | None:
+    """Indices ``0..n-1`` in an order that puts every ``after[k]`` before ``k``, the
+    smallest index first among those free to go; None if there is a cycle."""
+    n = len(after)
     order: list[int] = []
     while len(order) < n:
         ready = [k for k in range(n) if k not in order and after[k] <= set(order)]
