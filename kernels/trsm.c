@@ -3,8 +3,13 @@
    well-conditioned system: plain substitution on entries in [0.5, 1.5) grows like 2^m and
    loses float accuracy), B m x n.  Row i needs every earlier row finished: the i loop
    carries flow dependences, the columns j are independent, and the k trip count grows
-   with i.  The scaling by alpha comes first, as BLAS defines it. */
-void trsm(int m, int n, float alpha, float a[m][m], float b[m][n])
+   with i.  The scaling by alpha comes first, as BLAS defines it.  -D DATA_TYPE=double
+   for double. */
+#ifndef DATA_TYPE
+#define DATA_TYPE float
+#endif
+
+void trsm(int m, int n, DATA_TYPE alpha, DATA_TYPE a[m][m], DATA_TYPE b[m][n])
 {
 #pragma scop
   for (int i = 0; i < m; i++)

@@ -274,7 +274,8 @@ def test_the_model_plans_each_piece_for_its_size():
 # Solves: the division split with the update, into the leaves
 # --------------------------------------------------------------------------------------
 
-TRSM = {"float32": "kernels/trsm.c", "float64": "kernels/trsm_double.c"}
+TRSM = {"float32": "kernels/trsm.c", "float64": "kernels/trsm.c"}
+DEFINES = {"float32": (), "float64": ("DATA_TYPE=double",)}
 
 
 def _trsm(m: int, n: int = 23):
@@ -363,7 +364,8 @@ def test_a_recursive_trsm_is_exact(dtype, m, stop):
 
     sizes = {"m": m, "n": 23}
     variant = Variant(tile=(32, 32), threads=(8, 32), specialize=True, recursion=stop)
-    compiled = compile_region(TRSM[dtype], variant=variant, params=sizes)
+    compiled = compile_region(TRSM[dtype], variant=variant, params=sizes,
+                              defines=DEFINES[dtype])
     update, division = compiled.splitting.split
     leaves = sum(1 for p in update.pieces if p.where.startswith("leaf"))
     products = len(update.pieces) - leaves
@@ -371,7 +373,8 @@ def test_a_recursive_trsm_is_exact(dtype, m, stop):
     assert len(compiled.program.launches) == 1 + leaves + products
     mapped = sorted(k.n_mapped for k in compiled.kernels)
     assert mapped == [1] * leaves + [2] * (1 + products)
-    result = check_program(compiled.program, compiled.source_scop, TRSM[dtype], sizes, seed=3)
+    result = check_program(compiled.program, compiled.source_scop, TRSM[dtype], sizes, seed=3,
+                           defines=DEFINES[dtype])
     assert result.ok, result.message
 
 

@@ -29,7 +29,7 @@ Plans are compiled first, in a process pool (``--jobs``), then timed one at a ti
         --stops 128 256 512 --out tuning/results/<gpu>
     python tuning/triangular.py --backend cpu --small          # dry run on the emulator
 
-``--op trsm`` does the same for ``kernels/trsm.c`` / ``trsm_double.c`` (``B := alpha
+``--op trsm`` does the same for ``kernels/trsm.c`` (``-D DATA_TYPE=double`` in double) (``B := alpha
 L^-1 B`` in place, L lower with the diagonal shifted by m; ``--rhs 512`` for 512
 right-hand sides) against ``cublas?trsm`` in place (it has no out-of-place form), its
 result checked against numpy's solve at 2048 and below.
@@ -68,7 +68,7 @@ from polygpu.search.recursion_plans import recursion_plan  # noqa: E402
 KERNELS = {"trmm": {"float32": str(ROOT / "kernels" / "trmm.c"),
                     "float64": str(ROOT / "kernels" / "polybench" / "trmm.c")},
            "trsm": {"float32": str(ROOT / "kernels" / "trsm.c"),
-                    "float64": str(ROOT / "kernels" / "trsm_double.c")},
+                    "float64": str(ROOT / "kernels" / "trsm.c")},
            # backward substitution: the recursion re-associates its sums
            "trsm_upper": {"float32": str(ROOT / "kernels" / "trsm_upper.c")}}
 MM = {"float32": (str(ROOT / "kernels" / "mm.c"), lambda n: {"n": n}),
@@ -81,10 +81,15 @@ TOLERANCE = {"float32": 1e-3, "float64": 1e-9}
 ALPHA = 1.5
 
 
+def _defines(op: str, dtype: str) -> tuple[str, ...]:
+    """kernels/trsm.c takes its type from DATA_TYPE (float by default)."""
+    return ("DATA_TYPE=double",) if op == "trsm" and dtype == "float64" else ()
+
+
 def _plan(op: str, dtype: str, m: int, n: int, stop: int) -> Variant:
     """The plan of ``stop`` ("default": the model's top plan) at m x n."""
     sizes = {"m": m, "n": n}
-    prepared = prepare(KERNELS[op][dtype], params=sizes)
+    prepared = prepare(KERNELS[op][dtype], None, _defines(op, dtype), params=sizes)
     if stop == 0:
         return plan_model.choose(prepared, sizes).variant
     return recursion_plan(prepared, sizes, stop).variant
@@ -95,18 +100,18 @@ def _compile(job: tuple) -> dict:
     worker process: the model's sketches and isl's proofs take seconds each)."""
     op, dtype, m, n, stop = job
     out = {"op": op, "dtype": dtype, "m": m, "n": n, "stop": stop}
-    spec = KERNELS[op][dtype]
+    spec, defines = KERNELS[op][dtype], _defines(op, dtype)
     try:
         variant = _plan(op, dtype, m, n, stop)
         sizes = {"m": m, "n": n}
         out["variant"] = variant.to_json()
-        out["program"] = compile_variant(prepare(spec, params=sizes), variant,
+        out["program"] = compile_variant(prepare(spec, None, defines, params=sizes), variant,
                                          sizes).program
         small = {"m": 3 * stop + 37 if stop else 101, "n": 23}
         small_variant = _plan(op, dtype, small["m"], small["n"], stop)
         out["check_sizes"] = small
         out["check_program"] = compile_variant(
-            prepare(spec, params=small), small_variant, small).program
+            prepare(spec, None, defines, params=small), small_variant, small).program
     except Exception as e:  # recorded, the other plans go on
         out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
     return out
@@ -291,10 +296,10 @@ def run(args) -> dict:
                     print(json.dumps(entry), file=sys.stderr, flush=True)
                     continue
                 small = job["check_sizes"]
-                spec = KERNELS[op][dtype]
+                spec, defines = KERNELS[op][dtype], _defines(op, dtype)
                 check = check_program(job["check_program"],
-                                      prepare(spec, params=small).source_scop,
-                                      spec, small, backend=device, seed=11)
+                                      prepare(spec, None, defines, params=small).source_scop,
+                                      spec, small, backend=device, seed=11, defines=defines)
                 entry["check"] = {"ok": check.ok, "sizes": small,
                                   "message": check.message.splitlines()[0][:200]}
                 if not check.ok:
