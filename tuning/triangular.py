@@ -46,8 +46,10 @@ import functools
 import glob
 import json
 import os
+import pickle
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -60,10 +62,13 @@ from polybench import _median_ms  # noqa: E402
 
 from polygpu.pipeline import compile_variant, prepare  # noqa: E402
 from polygpu.runtime.check import check_program  # noqa: E402
-from polygpu.runtime.device import get_device  # noqa: E402
+from polygpu.runtime.device import device_source, get_device  # noqa: E402
 from polygpu.schedule.variant import Variant  # noqa: E402
 from polygpu.search import plan_model  # noqa: E402
-from polygpu.search.recursion_plans import recursion_plan  # noqa: E402
+from polygpu.search.recursion_plans import SOLVE_LEAF, recursion_plan  # noqa: E402
+from polygpu.search.runner import compile_cubins  # noqa: E402
+
+DEFAULT_LEAF = "x".join(str(x) for x in (SOLVE_LEAF.lanes, SOLVE_LEAF.tile[0]))
 
 KERNELS = {"trmm": {"float32": str(ROOT / "kernels" / "trmm.c"),
                     "float64": str(ROOT / "kernels" / "polybench" / "trmm.c")},
@@ -86,29 +91,41 @@ def _defines(op: str, dtype: str) -> tuple[str, ...]:
     return ("DATA_TYPE=double",) if op == "trsm" and dtype == "float64" else ()
 
 
-def _plan(op: str, dtype: str, m: int, n: int, stop: int) -> Variant:
-    """The plan of ``stop`` ("default": the model's top plan) at m x n."""
+def leaf_plan(text: str) -> Variant:
+    """A solve leaf's plan from ``--leaves``: ``LxC`` -- ``L`` lanes a column, ``C``
+    columns a block (``Variant.lanes``) -- or ``serial``: a thread a column, 32 a block,
+    the rows' sums on that thread (the plan before lanes)."""
+    if text == "serial":
+        return Variant(tile=(32,), threads=(32,))
+    lanes, columns = (int(x) for x in text.split("x"))
+    return replace(SOLVE_LEAF, tile=(columns,), threads=(columns,), lanes=lanes)
+
+
+def _plan(op: str, dtype: str, m: int, n: int, stop: int, leaf: str = DEFAULT_LEAF
+          ) -> Variant:
+    """The plan of ``stop`` ("default": the model's top plan) at m x n, a solve's leaves
+    with ``leaf`` (:func:`leaf_plan`)."""
     sizes = {"m": m, "n": n}
     prepared = prepare(KERNELS[op][dtype], None, _defines(op, dtype), params=sizes)
     if stop == 0:
         return plan_model.choose(prepared, sizes).variant
-    return recursion_plan(prepared, sizes, stop).variant
+    return recursion_plan(prepared, sizes, stop, leaf=leaf_plan(leaf)).variant
 
 
 def _compile(job: tuple) -> dict:
     """One plan built, compiled at its size and, for the check, at the odd size (in a
     worker process: the model's sketches and isl's proofs take seconds each)."""
-    op, dtype, m, n, stop = job
-    out = {"op": op, "dtype": dtype, "m": m, "n": n, "stop": stop}
+    op, dtype, m, n, stop, leaf = job
+    out = {"op": op, "dtype": dtype, "m": m, "n": n, "stop": stop, "leaf": leaf}
     spec, defines = KERNELS[op][dtype], _defines(op, dtype)
     try:
-        variant = _plan(op, dtype, m, n, stop)
+        variant = _plan(op, dtype, m, n, stop, leaf)
         sizes = {"m": m, "n": n}
         out["variant"] = variant.to_json()
         out["program"] = compile_variant(prepare(spec, None, defines, params=sizes), variant,
                                          sizes).program
         small = {"m": 3 * stop + 37 if stop else 101, "n": 23}
-        small_variant = _plan(op, dtype, small["m"], small["n"], stop)
+        small_variant = _plan(op, dtype, small["m"], small["n"], stop, leaf)
         out["check_sizes"] = small
         out["check_program"] = compile_variant(
             prepare(spec, None, defines, params=small), small_variant, small).program
@@ -224,13 +241,49 @@ def run(args) -> dict:
     device = get_device(args.backend)
     rhs = {m: args.rhs or m for m in args.sizes}
     dtypes = [d for d in args.dtype if d in KERNELS[args.op]]
-    jobs = [(args.op, dtype, m, rhs[m], stop) for dtype in dtypes for m in args.sizes
-            for stop in [0] * args.default + [s for s in args.stops if s < m]]
+    leaves = args.leaves if args.op.startswith("trsm") else [DEFAULT_LEAF]
+    jobs = [(args.op, dtype, m, rhs[m], 0, DEFAULT_LEAF) for dtype in dtypes
+            for m in args.sizes if args.default]
+    jobs += [(args.op, dtype, m, rhs[m], stop, leaf) for dtype in dtypes for m in args.sizes
+             for stop in args.stops if stop < m for leaf in leaves]
     mm_jobs = [(dtype, m) for dtype in dtypes for m in args.sizes] if args.mm else []
-    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-        built = list(pool.map(_compile, jobs))
-        mm_built = list(pool.map(_compile_mm, mm_jobs))
+    if args.built:  # compiled before, elsewhere (--build-only): the device only runs
+        built, mm_built = pickle.loads(Path(args.built).read_bytes())
+    else:
+        with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+            built = list(pool.map(_compile, jobs))
+            mm_built = list(pool.map(_compile_mm, mm_jobs))
+    if args.build_only:
+        if args.arch:  # nvcc here too: the device then loads the binaries
+            programs = [job[key] for job in built for key in ("program", "check_program")
+                        if key in job]
+            programs += [p for job in mm_built for _, p in job["programs"].values()]
+            cubins = compile_cubins(programs, args.arch, args.jobs)
+            bad = [c for c in cubins if isinstance(c, Exception)]
+            if bad:
+                print(f"nvcc failed on {len(bad)} programs: {bad[0]}", file=sys.stderr)
+            binaries = {device_source(p): c.binary for p, c in zip(programs, cubins,
+                                                                   strict=True)
+                        if not isinstance(c, Exception)}
+            for job in built:
+                job["binaries"] = {key: binaries.get(device_source(job[key]))
+                                   for key in ("program", "check_program") if key in job}
+            for job in mm_built:
+                job["binaries"] = {key: binaries.get(device_source(p))
+                                   for key, (_, p) in job["programs"].items()}
+        Path(args.build_only).write_bytes(pickle.dumps((built, mm_built)))
+        print(f"wrote {len(built)} plans and {len(mm_built)} mm programs to "
+              f"{args.build_only}", file=sys.stderr)
+        return {}
     gpu = args.backend == "gpu"
+    if gpu:  # binaries compiled with the plans (--build-only --arch): no nvcc here
+        for job in built + mm_built:
+            programs = {"program": job.get("program"),
+                        "check_program": job.get("check_program")} if "stop" in job \
+                else {k: p for k, (_, p) in job["programs"].items()}
+            for key, binary in job.get("binaries", {}).items():
+                if binary is not None:
+                    device.use_module(programs[key], device.load_binary(binary))
     torch = None
     if gpu:
         import torch
@@ -288,8 +341,10 @@ def run(args) -> dict:
             for job in built:
                 if (job["dtype"], job["m"]) != (dtype, m):
                     continue
-                entry = {"plan": f"rec {job['stop']}" if job["stop"] else "default",
-                         "variant": job.get("variant")}
+                plan = f"rec {job['stop']}" if job["stop"] else "default"
+                if job["stop"] and op.startswith("trsm"):
+                    plan += f" leaf {job['leaf']}"
+                entry = {"plan": plan, "variant": job.get("variant")}
                 row["plans"].append(entry)
                 if "error" in job:
                     entry["error"] = job["error"]
@@ -432,6 +487,15 @@ def main(argv=None) -> int:
                    help="skip polygpu's mm at the same sizes")
     p.add_argument("--no-default", dest="default", action="store_false",
                    help="skip the model's default plan (a solve's takes 0.07-0.5 s a run)")
+    p.add_argument("--leaves", nargs="+", default=[DEFAULT_LEAF],
+                   help="a solve's leaf plans to time: LxC (L lanes a column, C columns "
+                        f"a block) or serial (a thread a column); default {DEFAULT_LEAF}")
+    p.add_argument("--build-only", metavar="FILE",
+                   help="compile the plans and write them (pickled) to FILE, run nothing")
+    p.add_argument("--arch", help="with --build-only: also compile the programs with nvcc "
+                                  "for this architecture (sm_90), so the device loads them")
+    p.add_argument("--built", metavar="FILE",
+                   help="the plans of an earlier --build-only with the same arguments")
     p.add_argument("--backend", choices=("gpu", "cpu"), default="gpu")
     p.add_argument("--small", action="store_true",
                    help="a dry run: m = 100 with stops 16 and 32, no mm")
@@ -441,6 +505,8 @@ def main(argv=None) -> int:
     if args.small:
         args.sizes, args.stops, args.mm = [100], [16, 32], False
     data = run(args)
+    if args.build_only:
+        return 0
     text = markdown(data)
     print(text)
     if args.out:

@@ -48,6 +48,7 @@ from polygpu.codegen.thread_ast import (
     register_loops,
     thread_context,
 )
+from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
 from polygpu.memory.placement import (
     MAX_SHARED_BYTES,
@@ -74,7 +75,7 @@ class Emitter:
                  atomic: dict[str, str] | None = None, index64: bool = False,
                  ref_buffers: dict[tuple[str, int], BufferView] | None = None,
                  unrolled: frozenset[str] = frozenset(), lanes: int = 0, mask: str = "",
-                 fragments: mma.Fragments | None = None):
+                 fragments: mma.Fragments | None = None, lane: str = "pg_tid"):
         self.scop = scop
         # a whole register tile's time loops as tensor-core steps (codegen/mma.py)
         self.fragments = fragments
@@ -84,6 +85,7 @@ class Emitter:
         # (codegen/accumulator.py)
         self.lanes = lanes
         self.mask = mask
+        self.lane = lane  # the C name of this thread's lane among them
         # loops nvcc unrolls completely (register tiles left as loops: thread_ast)
         self.unrolled = unrolled
         self.index64 = index64
@@ -212,13 +214,13 @@ class Emitter:
         term, sign = found
         ctype, acc, inc = _c_type(dtype), accumulator.NAME, self._c(n.for_get_inc())
         cond = self._c(n.for_get_cond())
-        loop = cgen.For(f"{it} += {_TID} * ({inc})", cond,
+        loop = cgen.For(f"{it} += {self.lane} * ({inc})", cond,
                         f"{it} += {self.lanes} * ({inc})",
                         cgen.Block([cgen.Statement(f"{acc} += {printer.value(term)}")]))
         combine = cgen.For(f"int pg_o = {self.lanes // 2}", "pg_o > 0", "pg_o >>= 1",
                            cgen.Statement(f"{acc} += __shfl_xor_sync({self.mask}, {acc}, "
                                           f"pg_o, {self.lanes})"))
-        add = cgen.If(f"{_TID} == 0", cgen.Statement(
+        add = cgen.If(f"{self.lane} == 0", cgen.Statement(
             f"{target} {'+=' if sign > 0 else '-='} {acc}"))
         return [cgen.Block([
             cgen.Statement(f"{self.itype} {it} = {self._c(n.for_get_init())}"),
@@ -269,7 +271,8 @@ class Emitter:
                                       self.atomic[name])
             return cgen.Statement(text[:-1])
         if self.lanes:
-            return cgen.If(f"{_TID} == 0", cgen.Statement(printer.assign(stmt.body)[:-1]))
+            return cgen.If(f"{self.lane} == 0",
+                           cgen.Statement(printer.assign(stmt.body)[:-1]))
         return cgen.Statement(printer.assign(stmt.body)[:-1])
 
 
@@ -476,8 +479,13 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         else:
             body = [cgen.Line(f"[[maybe_unused]] const {itype} {b} = blockIdx.{AXES[k]};")
                     for k, b in enumerate(kernel.block_names)]
+        lanes = _kernel_lanes(kernel, buffers, device_steps)
         if device_steps:
             body += [cgen.Line(f"const int {t} = {_thread_id(kernel, k)};")
+                     for k, t in enumerate(kernel.thread_names)]
+        elif lanes:
+            body += [cgen.Line(f"const int {t} = "
+                               f"{_thread_id(kernel, k, f'(threadIdx.x / {lanes})')};")
                      for k, t in enumerate(kernel.thread_names)]
         elif flat_block(kernel.threads):
             body += [cgen.Line(f"const int {t} = {_thread_id(kernel, k, 'threadIdx.x')};")
@@ -504,7 +512,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             whole = fragments if fragments is not None and \
                 full_tiles.every_block_whole(scop, kernel) else None
             work = _work(scop, kernel, buffers, views, ref_views, constants, printer,
-                         index64, fragments=whole)
+                         index64, fragments=whole, lanes=lanes)
             if device_steps and kernel.n_threads == 1 and not buffers:
                 # a one-thread step (a substitution): its sums over a warp's lanes
                 lanes, mask = _lanes(block_threads // elements, elements)
@@ -521,7 +529,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
                 code, call = _half_function(
                     scop, kernel, f"{name}_{half}", args, buffers + resident, itype,
                     _work(scop, k, buffers, *views_of(k), constants, printer, index64,
-                          fragments=fragments if half == "whole" else None))
+                          fragments=fragments if half == "whole" else None, lanes=lanes))
                 parts.append(code)
                 calls.append(call)
             body.append(cgen.If(halves.condition, *calls))
@@ -532,7 +540,8 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
                                        block_threads // elements, barrier, threads))
             continue
         decl = cgen.FunctionDeclaration(
-            cgen.Value("__global__ void", f"__launch_bounds__({kernel.n_threads}) {name}"),
+            cgen.Value("__global__ void",
+                       f"__launch_bounds__({kernel.block_threads}) {name}"),
             _parameter_list(scop, args))
         schedule_text = "\n".join(f"//   {m}" for m in
                                   str(kernel.schedule).split("; "))
@@ -554,7 +563,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         launches.append(Launch(
             kernel=name,
             grid=tuple(grid + ["1"] * (3 - len(grid))),
-            block=launch_block(kernel.threads),
+            block=launch_block(kernel.threads, kernel.lanes),
             shared_bytes=staging.dynamic_bytes(shared) if dynamic else 0,
         ))
         if scop.host:
@@ -619,10 +628,19 @@ def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
           fragments: mma.Fragments | None = None) -> list:
     """One thread's work in ``kernel`` (for the blocks its ``blocks`` names): register
     copy-ins, the loops (staged or not), register copy-outs.  ``lanes``: a one-thread
-    kernel's work shared by that many lanes; ``fragments``: its register tile's time
-    loops on the tensor cores, where every block is whole (:class:`Emitter`)."""
+    kernel's work shared by that many lanes (in device steps, whose ``mask`` is given),
+    or a launched kernel's (``Variant.lanes``: without ``mask``, its lane and mask
+    defined here from ``threadIdx.x``); ``fragments``: its register tile's time loops
+    on the tensor cores, where every block is whole (:class:`Emitter`)."""
     registers = [b for b in buffers if b.space == "register"]
     body = []
+    lane = _TID
+    if lanes and not mask:
+        lane, mask = _LANE, _MASK
+        group = "0xffffffffu" if lanes == 32 else \
+            f"{hex((1 << lanes) - 1)}u << (threadIdx.x % 32 / {lanes} * {lanes})"
+        body += [cgen.Line(f"const int {_LANE} = threadIdx.x % {lanes};"),
+                 cgen.Line(f"const unsigned {_MASK} = {group};")]
     for b in registers:
         if b.reads is not None:
             body += staging.copy_loop(b, printer, kernel, scop, "in")
@@ -630,7 +648,8 @@ def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
     def emitter(user):
         return Emitter(scop, kernel.unroll, views, constants, user,
                        {s: staging.atomic_function(kernel, [s]) for s in kernel.atomic},
-                       index64, ref_views, register_loops(kernel), lanes, mask, fragments)
+                       index64, ref_views, register_loops(kernel), lanes, mask, fragments,
+                       lane)
 
     if any(b.space == "shared" for b in buffers):
         body += staging.staged_body(scop, kernel, buffers, emitter, printer)
@@ -640,6 +659,27 @@ def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
         if b.writes is not None:
             body += staging.copy_loop(b, printer, kernel, scop, "out")
     return body
+
+
+_LANE = "pg_lane"  # a launched kernel's lane among those of its thread (Variant.lanes)
+
+
+def _kernel_lanes(kernel: TiledKernel, buffers, device_steps: bool) -> int:
+    """The lanes of a launched kernel run with ``Variant.lanes`` (0 without); bad input
+    (PolygpuError) where the kernel cannot: device steps share their one-thread steps'
+    sums by themselves, and a kernel with buffers would have every lane copy them (a
+    register copy written by the first lane alone, copied out by all)."""
+    if kernel.lanes == 1:
+        return 0
+    if device_steps:
+        raise PolygpuError(f"variant: lanes {kernel.lanes} (kernel {kernel.index}) is for "
+                           "launched kernels; device steps split their one-thread steps' "
+                           "sums over a warp by themselves")
+    if buffers:
+        raise PolygpuError(f"variant: lanes {kernel.lanes} (kernel {kernel.index}) reads and "
+                           "writes the arrays where they are: it needs \"shared\": false "
+                           "and \"registers\": false for that kernel")
+    return kernel.lanes
 
 
 # A kernel whose block count along y or z can exceed CUDA's 65535 (or along x its

@@ -97,9 +97,12 @@ def flat_block(threads: tuple[int, ...]) -> bool:
     return any(t > limit for t, limit in zip(threads, BLOCK_AXIS_LIMITS, strict=False))
 
 
-def launch_block(threads: tuple[int, ...]) -> tuple[int, int, int]:
-    """The block a kernel with ``threads`` launches (see :func:`flat_block`)."""
-    block = (math.prod(threads),) if flat_block(threads) else tuple(threads)
+def launch_block(threads: tuple[int, ...], lanes: int = 1) -> tuple[int, int, int]:
+    """The block a kernel with ``threads`` launches (see :func:`flat_block`); with
+    ``lanes`` (``Variant.lanes``) a line of ``lanes`` times as many, the lanes of a
+    thread consecutive."""
+    block = (math.prod(threads) * lanes,) if lanes > 1 or flat_block(threads) \
+        else tuple(threads)
     return tuple(block) + (1,) * (3 - len(block))
 
 

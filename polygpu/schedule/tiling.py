@@ -84,6 +84,7 @@ class TiledKernel:
     prefetch: bool = False  # pipeline the deepest shared copy-ins through registers
     double_buffer: bool = False  # two shared buffers per staged array, in turn
     mma: bool = False  # a register tile's time loops on the tensor cores (codegen/mma.py)
+    lanes: int = 1  # lanes of a warp running each thread's work (Variant.lanes)
     atomic: tuple[str, ...] = ()  # statements combining their updates atomically
     warp_uniform: tuple[str, ...] = ()  # ... whose target does not move along x
     # the block ids this kernel's code is generated for (a parameter set over the
@@ -94,6 +95,11 @@ class TiledKernel:
     @property
     def n_threads(self) -> int:
         return math.prod(self.threads)
+
+    @property
+    def block_threads(self) -> int:
+        """The threads a launch of this kernel needs: its threads times their lanes."""
+        return self.n_threads * self.lanes
 
 
 def _pieces(umap: isl.UnionMap) -> dict[str, isl.Map]:
@@ -212,6 +218,7 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         prefetch=variant.prefetch,
         double_buffer=variant.double_buffer,
         mma=variant.mma,
+        lanes=variant.lanes,
         atomic=kernel.atomic,
         warp_uniform=kernel.warp_uniform,
     )

@@ -82,6 +82,12 @@ class Variant:
     # cores (sm_80 on; codegen/mma.py): 4 threads along x with runs of 2 points, a
     # multiple of 8 along y
     mma: bool = False
+    # each point of the kernel's threads run by this many lanes of a warp (a power of two,
+    # at most 32): the thread's sums over its sequential loops split over the lanes, a
+    # butterfly of shuffles combining them, everything else done by the first lane
+    # (codegen/cuda.py).  For kernels with few threads and long serial sums (a solve's
+    # leaf: a thread a column, its rows in turn); 1: off.  Launched kernels only
+    lanes: int = 1
     # an in-place triangular update's rows split recursively down to this many a leaf
     # (seed 002; transform/recursion.py: products and leaves, proven), at the sizes
     # given; 0: not split.  ``candidate`` then counts the split region's candidates
@@ -107,6 +113,11 @@ class Variant:
         if self.blocked and self.chunk > 1:
             raise PolygpuError("variant: blocked already deals each thread one contiguous "
                                "run; chunk must be 1 with it")
+        if self.lanes not in (1, 2, 4, 8, 16, 32):
+            raise PolygpuError(f"variant: lanes {self.lanes} is a power of two, 1 to 32")
+        if total * self.lanes > MAX_THREADS:
+            raise PolygpuError(f"variant: {total} threads of {self.lanes} lanes each exceed "
+                               f"{MAX_THREADS} per block")
         if self.recursion < 0:
             raise PolygpuError(f"variant: recursion {self.recursion} is 0 (off) or the rows "
                                "of a leaf")
@@ -157,6 +168,8 @@ class Variant:
             del data["mma"]
         if not self.recursion:
             del data["recursion"]
+        if self.lanes == 1:
+            del data["lanes"]
         if not self.resident:
             del data["resident"]
         if self.elements_per_block == 1:

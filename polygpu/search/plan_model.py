@@ -291,7 +291,7 @@ def sketch(prepared: Prepared, variant: Variant) -> Compiled:
         dynamic = memory.shared_bytes(k.index) > STATIC_SHARED_BYTES
         grid = [grid_expression(e, t) for e, t in zip(k.extent, k.tile, strict=True)]
         launches.append(Launch(kernel=name, grid=tuple(grid + ["1"] * (3 - len(grid))),
-                               block=launch_block(k.threads),
+                               block=launch_block(k.threads, k.lanes),
                                shared_bytes=staging.dynamic_bytes(shared) if dynamic else 0))
         if scop.host:
             steps.append(launch_steps(scop, k.statements, name))

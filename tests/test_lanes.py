@@ -1,0 +1,111 @@
+"""A launched kernel's threads each run by a group of lanes (``Variant.lanes``,
+codegen/cuda.py): every sum over a thread's sequential loop split over the lanes and
+combined by shuffles, everything else done by the first lane.  Exact on the emulator at
+odd sizes, the lanes' code as intended, nvcc accepts it, and clear errors where a kernel
+cannot take it.  The recursion's solve leaves use it (search/recursion_plans.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from polygpu.errors import PolygpuError
+from polygpu.pipeline import compile_region, prepare
+from polygpu.runtime.check import check_program
+from polygpu.schedule.variant import Variant
+
+MV = "kernels/mv.c"  # x[i] = sum_j a[i][j] y[j]: a thread a row
+TRSM = "kernels/trsm.c"
+TRISOLV = "kernels/polybench/trisolv.c"
+LANES = Variant(tile=(8,), threads=(8,), lanes=32, shared=False, registers=False,
+                time_tile=0)
+
+
+def _compiled(spec: str, sizes: dict, variant: Variant, defines=()):
+    compiled = compile_region(spec, variant=variant, params=sizes, defines=defines)
+    result = check_program(compiled.program, compiled.source_scop, spec, sizes, seed=5,
+                           defines=defines)
+    assert result.ok, result.message
+    return compiled
+
+
+@pytest.mark.parametrize(("lanes", "threads"), [(32, 8), (16, 4), (8, 32), (2, 3)])
+@pytest.mark.parametrize("n", [37, 100])
+def test_a_rows_sum_is_split_over_its_lanes_and_exact(lanes, threads, n):
+    variant = Variant(tile=(threads,), threads=(threads,), lanes=lanes, shared=False,
+                      registers=False, time_tile=0)
+    compiled = _compiled(MV, {"n": n}, variant)
+    source = compiled.program.source
+    (launch,) = compiled.program.launches
+    assert launch.block == (threads * lanes, 1, 1)
+    assert f"__launch_bounds__({threads * lanes})" in source
+    assert f"const int tx = ((threadIdx.x / {lanes}));" in source or \
+        f"const int tx = (threadIdx.x / {lanes});" in source
+    mask = "0xffffffffu" if lanes == 32 else \
+        f"{hex((1 << lanes) - 1)}u << (threadIdx.x % 32 / {lanes} * {lanes})"
+    assert f"const unsigned pg_mask = {mask};" in source
+    # each lane strides the sum; a butterfly of shuffles; lane 0 adds and writes alone
+    assert re.search(r"for \(c\d \+= pg_lane \* \(1\);", source)
+    assert f"__shfl_xor_sync(pg_mask, pg_acc, pg_o, {lanes})" in source
+    assert "if (pg_lane == 0)\n" in source and "x[" in source.split("if (pg_lane == 0)")[1]
+
+
+def test_a_solve_runs_each_columns_rows_in_turn_on_its_lanes():
+    """trsm without recursion: a thread a column, each row's sum split, the division by
+    lane 0 after it; exact at odd sizes in both types."""
+    for defines, m in (((), 37), (("DATA_TYPE=double",), 100)):
+        leaf = Variant(tile=(8,), threads=(8,), lanes=16, shared=False, registers=False,
+                       time_tile=0)
+        variant = Variant(tile=(4, 128), threads=(4, 128)).with_kernel(1, leaf)
+        compiled = _compiled(TRSM, {"m": m, "n": 23}, variant, defines)
+        blocks = [la.block for la in compiled.program.launches]
+        assert (128, 1, 1) in blocks  # 8 columns of 16 lanes
+
+
+def test_a_recursive_solves_leaves_run_on_lanes_and_are_exact():
+    """The model's recursion plan gives each leaf of a solve (one mapped dimension, its
+    rows in turn) the lanes plan; several levels at odd sizes, checked in both types."""
+    from polygpu.search.recursion_plans import SOLVE_LEAF, recursion_plan
+
+    sizes = {"m": 100, "n": 23}
+    for defines in ((), ("DATA_TYPE=double",)):
+        plan = recursion_plan(prepare(TRSM, defines=defines, params=sizes), sizes, 16)
+        overrides = dict(plan.variant.to_json()["kernels"])
+        leaves = [k for k, o in overrides.items() if o.get("lanes") == SOLVE_LEAF.lanes]
+        assert len(leaves) == 7  # 100 rows: leaves of 16, 16, 16, 16, 4 + 16, 16
+        compiled = _compiled(TRSM, sizes, plan.variant, defines)
+        for k in leaves:
+            assert compiled.program.launches[int(k)].block == (
+                SOLVE_LEAF.lanes * SOLVE_LEAF.threads[0], 1, 1)
+
+
+def test_lanes_are_checked_and_explained():
+    with pytest.raises(PolygpuError, match="lanes 3 is a power of two"):
+        Variant(lanes=3)
+    with pytest.raises(PolygpuError, match="128 threads of 32 lanes each exceed 1024"):
+        Variant(tile=(128,), threads=(128,), lanes=32)
+    assert "lanes" not in Variant().to_json()
+    assert Variant.from_json(json.dumps(LANES.to_json())) == LANES
+    # a kernel with buffers: every lane would copy them
+    with pytest.raises(PolygpuError, match='needs "shared": false and "registers": false'):
+        compile_region(MV, variant=Variant(tile=(8,), threads=(8,), lanes=32),
+                       params={"n": 37})
+    # device steps split their one-thread steps by themselves
+    with pytest.raises(PolygpuError, match="lanes 4 .* is for launched kernels"):
+        compile_region(TRISOLV, variant=Variant(tile=(8,), threads=(8,), lanes=4,
+                                                shared=False, registers=False,
+                                                device_steps=True), params={"n": 37})
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_nvcc_compiles_the_lanes_code(tmp_path):
+    compiled = compile_region(MV, variant=LANES, params={"n": 100})
+    src = tmp_path / "mv.cu"
+    src.write_text(compiled.program.source)
+    done = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", str(src), "-o",
+                           str(tmp_path / "mv.cubin")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
