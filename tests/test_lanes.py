@@ -83,6 +83,40 @@ def test_a_recursive_solves_leaves_run_on_lanes_and_are_exact():
                 SOLVE_LEAF.lanes * SOLVE_LEAF.threads[0], 1, 1)
 
 
+@pytest.mark.parametrize(("dtype", "lanes", "columns"), [("float32", 32, 8),
+                                                         ("float64", 32, 4),
+                                                         ("float32", 8, 16)])
+def test_a_leafs_strip_is_staged_and_padded_for_the_lanes(dtype, lanes, columns):
+    """A recursion leaf on lanes stages its strip of B (rows x its columns) in shared
+    memory, the copies dealt over every lane of the block; the lanes of a column read
+    consecutive rows of the strip, so its rows are padded until those rows fall in
+    distinct banks (Algorithm 2 given the lanes' offsets: memory/placement.sum_lanes)."""
+    from polygpu.search.recursion_plans import SOLVE_LEAF, recursion_plan
+
+    defines = ("DATA_TYPE=double",) if dtype == "float64" else ()
+    sizes = {"m": 300, "n": 64}
+    leaf = Variant(tile=(columns,), threads=(columns,), lanes=lanes, registers=False)
+    plan = recursion_plan(prepare(TRSM, defines=defines, params=sizes), sizes, 128, leaf=leaf)
+    compiled = compile_region(TRSM, variant=plan.variant, params=sizes, defines=defines)
+    source = compiled.program.source
+    leaf_kernels = [k for k, o in plan.variant.to_json()["kernels"].items()
+                    if o.get("lanes") == lanes]
+    assert leaf_kernels and SOLVE_LEAF.lanes == 32
+    ctype = "double" if dtype == "float64" else "float"
+    for k in leaf_kernels:
+        code = source.split(f"trsm_kernel{k}(")[1].split("\n}\n")[0]
+        assert f"block=({lanes * columns}, 1, 1)" in str(compiled.program.launches[int(k)])
+        assert "const int pg_tid = threadIdx.x;" in code  # copies over all lanes
+        row = int(re.search(rf"{ctype} b_sh\[\d+\]\[(\d+)\];", code)[1])
+        assert row >= columns
+        # a warp's lanes: 32 / lanes columns, each reading `lanes` consecutive rows
+        words = 2 if dtype == "float64" else 1
+        banks = {(words * (row * r + c) + w) % 32
+                 for c in range(32 // lanes) for r in range(lanes) for w in range(words)}
+        phases = 2 if dtype == "float64" else 1  # 8-byte elements: two half-warp phases
+        assert len(banks) * phases >= 32 * words, (row, banks)
+
+
 def test_lanes_are_checked_and_explained():
     with pytest.raises(PolygpuError, match="lanes 3 is a power of two"):
         Variant(lanes=3)
@@ -90,8 +124,9 @@ def test_lanes_are_checked_and_explained():
         Variant(tile=(128,), threads=(128,), lanes=32)
     assert "lanes" not in Variant().to_json()
     assert Variant.from_json(json.dumps(LANES.to_json())) == LANES
-    # a kernel with buffers: every lane would copy them
-    with pytest.raises(PolygpuError, match='needs "shared": false and "registers": false'):
+    # register copies would be every lane's own
+    with pytest.raises(PolygpuError, match='keeps no register copies .* needs "registers": '
+                                           'false'):
         compile_region(MV, variant=Variant(tile=(8,), threads=(8,), lanes=32),
                        params={"n": 37})
     # device steps split their one-thread steps by themselves

@@ -222,11 +222,13 @@ class Emitter:
                                           f"pg_o, {self.lanes})"))
         add = cgen.If(f"{self.lane} == 0", cgen.Statement(
             f"{target} {'+=' if sign > 0 else '-='} {acc}"))
+        # unrolled, a lane's loads of several steps are in flight at once
+        pragma = cgen.Pragma(f"unroll {max(self.unroll, accumulator.UNROLL)}")
         return [cgen.Block([
             cgen.Statement(f"{self.itype} {it} = {self._c(n.for_get_init())}"),
             cgen.If(cond, cgen.Block([
                 cgen.Statement(f"__syncwarp({self.mask})"),  # lane 0's writes, seen
-                cgen.Statement(f"{ctype} {acc} = 0"), loop,
+                cgen.Statement(f"{ctype} {acc} = 0"), pragma, loop,
                 cgen.Pragma("unroll"), combine, add]))])]
 
     def _printer(self, call: isl.AstExpr):
@@ -497,6 +499,8 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             tid = kernel.thread_names[0]  # the memory stage stages nothing without threads
             for k in range(1, kernel.n_mapped):
                 tid = f"{kernel.thread_names[k]} * {math.prod(kernel.threads[:k])} + {tid}"
+            if lanes:  # the copies are dealt over every lane of the block
+                tid = "threadIdx.x"
             body.append(cgen.Line(f"const int {staging.TID} = {tid};"))
         if dynamic:
             body.append(cgen.Line(
@@ -667,18 +671,19 @@ _LANE = "pg_lane"  # a launched kernel's lane among those of its thread (Variant
 def _kernel_lanes(kernel: TiledKernel, buffers, device_steps: bool) -> int:
     """The lanes of a launched kernel run with ``Variant.lanes`` (0 without); bad input
     (PolygpuError) where the kernel cannot: device steps share their one-thread steps'
-    sums by themselves, and a kernel with buffers would have every lane copy them (a
-    register copy written by the first lane alone, copied out by all)."""
+    sums by themselves, and register buffers would be every lane's own (a copy written
+    by the first lane alone, copied out by all).  Shared buffers are the block's: their
+    copies are dealt over all its lanes."""
     if kernel.lanes == 1:
         return 0
     if device_steps:
         raise PolygpuError(f"variant: lanes {kernel.lanes} (kernel {kernel.index}) is for "
                            "launched kernels; device steps split their one-thread steps' "
                            "sums over a warp by themselves")
-    if buffers:
-        raise PolygpuError(f"variant: lanes {kernel.lanes} (kernel {kernel.index}) reads and "
-                           "writes the arrays where they are: it needs \"shared\": false "
-                           "and \"registers\": false for that kernel")
+    if any(b.space == "register" for b in buffers):
+        raise PolygpuError(f"variant: lanes {kernel.lanes} (kernel {kernel.index}) keeps no "
+                           "register copies (each lane would have its own): it needs "
+                           "\"registers\": false for that kernel")
     return kernel.lanes
 
 

@@ -293,7 +293,7 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
         # (and code for whole or partial tiles only knows which blocks run it)
         blocks = thread_context(scop, kernel, threads=False)
         known = known.intersect_params(blocks.align_params(known.get_space()))
-    n_threads = kernel.n_threads
+    n_threads = kernel.block_threads
     # a shared copy dealt to the threads runs over the reachable part of the box only
     # (the prefetch halves keep the box: their registers are counted from it)
     if buffer.space == "shared" and direction in ("in", "out") and scop.fixed_parameters:
@@ -519,7 +519,7 @@ def vector_width(buffer: Buffer, kernel: TiledKernel, scop: Scop, guard: str,
     extents = extents or box.extents
     if buffer.space != "shared" or buffer.atomic or guard not in ("1", "") or width < 2 \
             or box.stride[-1] != 1 or box.chunks[-1] != 1 or extents[-1] % width \
-            or (not dealt and box.size % (width * kernel.n_threads)):
+            or (not dealt and box.size % (width * kernel.block_threads)):
         return 1
     # the same decision in the check program: the check's sizes keep every size modulo
     # the tiles' period (tuner.check_parameters), a multiple of the width once one tile
@@ -571,7 +571,7 @@ def _vector_halves(buffer: Buffer, kernel: TiledKernel, printer: Printer, direct
     offset) and element by element otherwise, into ``width`` consecutive prefetch
     registers; the ``store`` half writes them to the buffer element by element (a
     transposed buffer scatters them)."""
-    n_threads = kernel.n_threads
+    n_threads = kernel.block_threads
     vectors = buffer.box.size // width // n_threads
     last = u[-1]
     vtype = VECTOR_TYPES[buffer.dtype]

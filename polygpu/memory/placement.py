@@ -221,7 +221,7 @@ class MemoryPlan:
 
 def prefetch_count(buffer: Buffer, kernel: TiledKernel) -> int:
     """Elements of ``buffer`` one thread copies per tile (its prefetch registers)."""
-    return -(-buffer.box.size // kernel.n_threads)
+    return -(-buffer.box.size // kernel.block_threads)
 
 
 def _prefetched(scop: Scop, kernel: TiledKernel, buffers: list[Buffer]) -> frozenset[str]:
@@ -501,6 +501,48 @@ def mma_lanes(kernel: TiledKernel, an: Analysis, acc, box: Box
                  for g, q in (divmod(lane, 4) for lane in range(32)))
 
 
+def sum_lanes(kernel: TiledKernel, an: Analysis, acc, box: Box
+              ) -> tuple[tuple[int, ...], ...] | None:
+    """The buffer offsets the 32 lanes of a warp read through ``acc`` where ``kernel``
+    runs each thread on a group of lanes (``Variant.lanes``) and ``acc`` is read by a
+    sum split over them (codegen/cuda.py), else None.  Lane ``l`` of group ``g`` (the
+    ``g``-th thread along x of the warp) reads the sum's step ``l``: the lanes of a
+    thread move along the sum's loop, not along x, so the buffer is padded for that
+    (a solve leaf's ``b_sh[k][col]`` in rows of 8 columns: 8-way conflicts unpadded)."""
+    stmt = an.scop.statement(acc.statement)
+    if kernel.lanes == 1 or acc.kind != "read" or atomic.sum_update(stmt.body) is None:
+        return None
+    # the sum's loop: the innermost schedule dimension along which the statement's
+    # references move (its iterator's), below the thread's points
+    total = kernel.n_local + 2 * kernel.n_mapped
+    relations = [a.relation for a in an.scop.accesses if a.statement == acc.statement]
+    inner = None
+    for d in reversed(range(max(point_dims(kernel)) + 1, total)):
+        if any(_moves(neighbour_deltas(kernel, acc.statement, r, d)) for r in relations):
+            inner = d
+            break
+    time = thread_steps(kernel, acc.statement, acc.relation, box, inner) \
+        if inner is not None else None
+    col = thread_steps(kernel, acc.statement, acc.relation, box)
+    if time is None or col is None:
+        return None
+    lanes = min(kernel.lanes, 32)
+    return tuple(tuple(g * a + q * b for a, b in zip(col, time, strict=True))
+                 for g, q in (divmod(lane, lanes) for lane in range(32)))
+
+
+def _moves(deltas: isl.Set | None) -> bool:
+    """Whether a reference's subscripts change between neighbours (``deltas``: what
+    :func:`neighbour_deltas` gives; None: not known, taken as no move)."""
+    if deltas is None or deltas.is_empty():
+        return False
+    if not deltas.is_singleton():
+        return True
+    point = deltas.sample_point()
+    return any(point.get_coordinate_val(isl.dim_type.set, d).to_python() != 0
+               for d in range(deltas.dim(isl.dim_type.set)))
+
+
 def point_dims(kernel: TiledKernel) -> list[int]:
     """Schedule dimensions of a thread's own points (``r``), innermost (x) first."""
     first = kernel.n_local - kernel.n_mapped if kernel.unroll_dims else kernel.n_tile_levels
@@ -572,7 +614,7 @@ def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str
         if acc.array == array and acc.statement in statements and \
                 (not only or (acc.statement, acc.ref) in only):
             name = f"{acc.statement}.{acc.ref} {acc.text}"
-            lanes = mma_lanes(kernel, an, acc, box)
+            lanes = mma_lanes(kernel, an, acc, box) or sum_lanes(kernel, an, acc, box)
             steps = thread_steps(kernel, acc.statement, acc.relation, box)
             if lanes is not None:
                 refs.append(LaneReference(name, lanes))

@@ -42,10 +42,9 @@ from polygpu.search.space import kernel_shapes, kernel_time_extent
 STOPS = (64, 128, 256, 512)
 LEAF = Variant(tile=(32,), threads=(32,))  # a warp a strip of 32 columns
 OTHER = Variant(tile=(4, 128), threads=(4, 128))  # a kernel that is no piece
-# a solve's leaf: each column's rows in turn on a group of lanes splitting the row's sum
-# (the sum whole: no time tiles, whose every strip would pay a butterfly)
-SOLVE_LEAF = Variant(tile=(8,), threads=(8,), lanes=32, shared=False, registers=False,
-                     time_tile=0)
+# a solve's leaf: each column's rows in turn on a group of lanes splitting the row's sum,
+# the leaf's strip and rows staged in shared memory (the time tiles strip the rows)
+SOLVE_LEAF = Variant(tile=(8,), threads=(8,), lanes=32, registers=False)
 FLOAT_PRODUCTS = (
     Variant(tile=(128, 128), threads=(16, 16), jam=True, time_tile=16, unroll=4, chunk=4,
             prefetch=True),
