@@ -90,7 +90,7 @@ def test_a_leafs_strip_is_staged_and_padded_for_the_lanes(dtype, lanes, columns)
     """A recursion leaf on lanes stages its strip of B (rows x its columns) in shared
     memory, the copies dealt over every lane of the block; the lanes of a column read
     consecutive rows of the strip, so its rows are padded until those rows fall in
-    distinct banks (Algorithm 2 given the lanes' offsets: memory/placement.sum_lanes)."""
+    distinct banks (Algorithm 2 given the lanes' offsets: memory/placement.lane_offsets)."""
     from polygpu.search.recursion_plans import SOLVE_LEAF, recursion_plan
 
     defines = ("DATA_TYPE=double",) if dtype == "float64" else ()
@@ -115,6 +115,56 @@ def test_a_leafs_strip_is_staged_and_padded_for_the_lanes(dtype, lanes, columns)
                  for c in range(32 // lanes) for r in range(lanes) for w in range(words)}
         phases = 2 if dtype == "float64" else 1  # 8-byte elements: two half-warp phases
         assert len(banks) * phases >= 32 * words, (row, banks)
+
+
+def test_a_leaf_on_lanes_runs_right_looking_exactly():
+    """A solve's leaf on lanes is turned right-looking (schedule/lane_loops.py): row k
+    divided by lane 0, then the rows below it updated by the lanes in turn -- a loop the
+    prover shows carries no dependence -- with a __syncwarp before and after; no shuffle.
+    The same operations in the same order for every element: bit-exact in double."""
+    from polygpu.search.recursion_plans import recursion_plan
+
+    sizes = {"m": 100, "n": 23}
+    defines = ("DATA_TYPE=double",)
+    plan = recursion_plan(prepare(TRSM, defines=defines, params=sizes), sizes, 32)
+    compiled = compile_region(TRSM, variant=plan.variant, params=sizes, defines=defines)
+    leaves = [k for k in compiled.kernels if k.lanes > 1]
+    assert leaves and all(k.lane_dims for k in leaves)
+    for k in leaves:
+        # the kernel and its halves (whole and partial tiles apart)
+        code = "".join(c for c in compiled.program.source.split("\n}\n") if re.search(
+            rf"void (__launch_bounds__\(\d+\) )?trsm_kernel{k.index}(_whole|_partial)?\(", c))
+        assert "__shfl_xor_sync" not in code
+        assert re.search(r"for \(int (c\d+) = c\d+ \+ 1 \+ pg_lane \* \(1\); \1 <= \d+; "
+                         r"\1 \+= 32 \* \(1\)\)", code), code
+        assert code.count("__syncwarp(pg_mask);") >= 2
+    result = check_program(compiled.program, compiled.source_scop, TRSM, sizes, seed=5,
+                           defines=defines)
+    assert result.ok, result.message
+    assert "error 0 <=" in result.message, result.message
+
+
+def test_an_update_that_cannot_turn_keeps_its_sums_split(tmp_path):
+    """b[i][j] += b[i - 1][j] * a[i][k] / m: row i reads row i - 1 finished, so the
+    right-looking order (each row's k-th term at step k) breaks a flow; the prover
+    refuses it and the lanes split each row's sum instead -- still exact."""
+    src = tmp_path / "chain.c"
+    src.write_text("""\
+void chain(int m, int n, float a[m][m], float b[m][n])
+{
+#pragma scop
+  for (int i = 1; i < m; i++)
+    for (int j = 0; j < n; j++)
+      for (int k = 0; k < m; k++)
+        b[i][j] += b[i - 1][j] * a[i][k] / m;
+#pragma endscop
+}
+""")
+    variant = Variant(tile=(8,), threads=(8,), lanes=32, registers=False, shared=False)
+    compiled = _compiled(str(src), {"m": 37, "n": 23}, variant)
+    (kernel,) = compiled.kernels
+    assert kernel.lanes == 32 and kernel.lane_dims == ()
+    assert "__shfl_xor_sync(pg_mask, pg_acc" in compiled.program.source
 
 
 def test_lanes_are_checked_and_explained():

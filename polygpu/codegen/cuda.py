@@ -75,7 +75,8 @@ class Emitter:
                  atomic: dict[str, str] | None = None, index64: bool = False,
                  ref_buffers: dict[tuple[str, int], BufferView] | None = None,
                  unrolled: frozenset[str] = frozenset(), lanes: int = 0, mask: str = "",
-                 fragments: mma.Fragments | None = None, lane: str = "pg_tid"):
+                 fragments: mma.Fragments | None = None, lane: str = "pg_tid",
+                 lane_loops: frozenset[str] = frozenset()):
         self.scop = scop
         # a whole register tile's time loops as tensor-core steps (codegen/mma.py)
         self.fragments = fragments
@@ -86,6 +87,10 @@ class Emitter:
         self.lanes = lanes
         self.mask = mask
         self.lane = lane  # the C name of this thread's lane among them
+        # loops whose iterations the lanes share (TiledKernel.lane_dims: proven to carry
+        # no dependence); inside one, every lane runs its own iterations' statements
+        self.lane_loops = lane_loops
+        self._in_lane_loop = 0
         # loops nvcc unrolls completely (register tiles left as loops: thread_ast)
         self.unrolled = unrolled
         self.index64 = index64
@@ -117,6 +122,8 @@ class Emitter:
                 steps = mma.loop(self, n, it, self.fragments, self.itype)
                 if steps is not None:
                     return steps
+            if self.lanes and it in self.lane_loops and not self._in_lane_loop:
+                return self._shared_loop(n, it)
             accumulating = self._accumulating(n, it)
             if accumulating is not None:
                 return accumulating
@@ -187,7 +194,7 @@ class Emitter:
         if target.split("[")[0].endswith(REGISTER_SUFFIX) or \
                 not accumulator.accumulated(stmt, target, it):
             return None  # (a register buffer's element is a register already)
-        if self.lanes:
+        if self.lanes and not self._in_lane_loop:
             return self._split(n, it, stmt, printer, dtype, target)
         update = printer.assign(accumulator.with_accumulator(stmt.body))[:-1]
         cond = self._c(n.for_get_cond())
@@ -202,6 +209,21 @@ class Emitter:
                 cgen.Statement(f"{_c_type(dtype)} {accumulator.NAME} = {target}"),
                 *pragma, loop,
                 cgen.Statement(f"{target} = {accumulator.NAME}")]))])]
+
+    def _shared_loop(self, n: isl.AstNode, it: str) -> list:
+        """The loop ``n`` over ``it``, whose iterations carry no dependence, dealt to the
+        lanes in turn (lane ``l`` runs iterations ``l``, ``l + lanes``, ...), each lane
+        running its iterations' statements itself; a ``__syncwarp`` before (lane 0's
+        writes, seen) and after (the lanes' writes, seen by whoever reads them next)."""
+        inc = self._c(n.for_get_inc())
+        self._in_lane_loop += 1
+        body = self.node(n.for_get_body())
+        self._in_lane_loop -= 1
+        sync = cgen.Statement(f"__syncwarp({self.mask})")
+        return [sync, cgen.For(
+            f"{self.itype} {it} = {self._c(n.for_get_init())} + {self.lane} * ({inc})",
+            self._c(n.for_get_cond()), f"{it} += {self.lanes} * ({inc})",
+            cgen.Block(body)), sync]
 
     def _split(self, n: isl.AstNode, it: str, stmt, printer: Printer, dtype: str,
                target: str) -> list | None:
@@ -272,7 +294,7 @@ class Emitter:
             text = printer.atomic_add(stmt.body, atomic.operand(stmt.body), _c_type(dtype),
                                       self.atomic[name])
             return cgen.Statement(text[:-1])
-        if self.lanes:
+        if self.lanes and not self._in_lane_loop:
             return cgen.If(f"{self.lane} == 0",
                            cgen.Statement(printer.assign(stmt.body)[:-1]))
         return cgen.Statement(printer.assign(stmt.body)[:-1])
@@ -653,7 +675,7 @@ def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
         return Emitter(scop, kernel.unroll, views, constants, user,
                        {s: staging.atomic_function(kernel, [s]) for s in kernel.atomic},
                        index64, ref_views, register_loops(kernel), lanes, mask, fragments,
-                       lane)
+                       lane, frozenset(kernel.local_names[d] for d in kernel.lane_dims))
 
     if any(b.space == "shared" for b in buffers):
         body += staging.staged_body(scop, kernel, buffers, emitter, printer)

@@ -501,34 +501,38 @@ def mma_lanes(kernel: TiledKernel, an: Analysis, acc, box: Box
                  for g, q in (divmod(lane, 4) for lane in range(32)))
 
 
-def sum_lanes(kernel: TiledKernel, an: Analysis, acc, box: Box
-              ) -> tuple[tuple[int, ...], ...] | None:
+def lane_offsets(kernel: TiledKernel, an: Analysis, acc, box: Box
+                 ) -> tuple[tuple[int, ...], ...] | None:
     """The buffer offsets the 32 lanes of a warp read through ``acc`` where ``kernel``
-    runs each thread on a group of lanes (``Variant.lanes``) and ``acc`` is read by a
-    sum split over them (codegen/cuda.py), else None.  Lane ``l`` of group ``g`` (the
-    ``g``-th thread along x of the warp) reads the sum's step ``l``: the lanes of a
-    thread move along the sum's loop, not along x, so the buffer is padded for that
-    (a solve leaf's ``b_sh[k][col]`` in rows of 8 columns: 8-way conflicts unpadded)."""
+    runs each thread on a group of lanes (``Variant.lanes``, codegen/cuda.py), else
+    None.  Lane ``l`` of group ``g`` (the ``g``-th thread along x of the warp) reads
+    step ``l`` of the loop its lanes share (``TiledKernel.lane_dims``) or split (a
+    sum's): the lanes move along that loop, not along x, so the buffer is padded for
+    that -- a solve leaf's ``b_sh[k][col]`` in rows of 8 columns has 8-way conflicts
+    unpadded, its ``a_sh[i][k]`` in rows of 32 is read a column at a time."""
     stmt = an.scop.statement(acc.statement)
-    if kernel.lanes == 1 or acc.kind != "read" or atomic.sum_update(stmt.body) is None:
+    if kernel.lanes == 1 or acc.kind != "read":
         return None
-    # the sum's loop: the innermost schedule dimension along which the statement's
-    # references move (its iterator's), below the thread's points
-    total = kernel.n_local + 2 * kernel.n_mapped
     relations = [a.relation for a in an.scop.accesses if a.statement == acc.statement]
-    inner = None
-    for d in reversed(range(max(point_dims(kernel)) + 1, total)):
-        if any(_moves(neighbour_deltas(kernel, acc.statement, r, d)) for r in relations):
-            inner = d
-            break
+    if kernel.lane_dims:  # the shared loop, where the statement runs in it
+        inner = 2 * kernel.n_mapped + kernel.lane_dims[0]
+        if not any(_moves(neighbour_deltas(kernel, acc.statement, r, inner))
+                   for r in relations):
+            return None
+    else:  # the split sum's loop: the innermost along which its references move
+        if atomic.sum_update(stmt.body) is None:
+            return None
+        total = kernel.n_local + 2 * kernel.n_mapped
+        inner = next((d for d in reversed(range(max(point_dims(kernel)) + 1, total))
+                      if any(_moves(neighbour_deltas(kernel, acc.statement, r, d))
+                             for r in relations)), None)
     time = thread_steps(kernel, acc.statement, acc.relation, box, inner) \
         if inner is not None else None
     col = thread_steps(kernel, acc.statement, acc.relation, box)
     if time is None or col is None:
         return None
-    lanes = min(kernel.lanes, 32)
     return tuple(tuple(g * a + q * b for a, b in zip(col, time, strict=True))
-                 for g, q in (divmod(lane, lanes) for lane in range(32)))
+                 for g, q in (divmod(lane, kernel.lanes) for lane in range(32)))
 
 
 def _moves(deltas: isl.Set | None) -> bool:
@@ -614,7 +618,7 @@ def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str
         if acc.array == array and acc.statement in statements and \
                 (not only or (acc.statement, acc.ref) in only):
             name = f"{acc.statement}.{acc.ref} {acc.text}"
-            lanes = mma_lanes(kernel, an, acc, box) or sum_lanes(kernel, an, acc, box)
+            lanes = mma_lanes(kernel, an, acc, box) or lane_offsets(kernel, an, acc, box)
             steps = thread_steps(kernel, acc.statement, acc.relation, box)
             if lanes is not None:
                 refs.append(LaneReference(name, lanes))

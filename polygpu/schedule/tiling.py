@@ -45,6 +45,7 @@ from polygpu.model.build import map_from_pw_affs
 from polygpu.model.dependences import Dependences, maps_of, union_of
 from polygpu.model.isl_util import memo_by_identity
 from polygpu.model.scop import Scop
+from polygpu.schedule.lane_loops import lane_parallel, proven_alone, right_looking
 from polygpu.schedule.legality import ExecutionSchedule, insert_constants, prove_legal
 from polygpu.schedule.transformation import KernelSchedule, Transformation
 from polygpu.schedule.variant import MAX_MAPPED, Variant
@@ -85,6 +86,9 @@ class TiledKernel:
     double_buffer: bool = False  # two shared buffers per staged array, in turn
     mma: bool = False  # a register tile's time loops on the tensor cores (codegen/mma.py)
     lanes: int = 1  # lanes of a warp running each thread's work (Variant.lanes)
+    # local dims whose iterations the lanes share (proven to carry no dependence:
+    # schedule/lane_loops.py); empty: the lanes split the thread's sums instead
+    lane_dims: tuple[int, ...] = ()
     atomic: tuple[str, ...] = ()  # statements combining their updates atomically
     warp_uniform: tuple[str, ...] = ()  # ... whose target does not move along x
     # the block ids this kernel's code is generated for (a parameter set over the
@@ -367,10 +371,43 @@ _NOT_TILING = {"candidate": 0, "shared": True, "padding": -1, "registers": True,
 @memo_by_identity(maxsize=64, by_value=(3,))
 def _tiled(scop: Scop, deps: Dependences, tr: Transformation,
            per_kernel: tuple[Variant, ...]) -> tuple[TiledKernel, ...]:
-    kernels = tuple(_tile_kernel(scop, k, i, per_kernel[i])
+    kernels = tuple(_on_lanes(scop, deps, k, i, per_kernel[i]) if per_kernel[i].lanes > 1
+                    else _tile_kernel(scop, k, i, per_kernel[i])
                     for i, k in enumerate(tr.kernels))
     prove_legal(deps, execution_schedule(kernels))
     return kernels
+
+
+def _on_lanes(scop: Scop, deps: Dependences, kernel: KernelSchedule, index: int,
+              variant: Variant) -> TiledKernel:
+    """A kernel on lanes, right-looking where that is its form and proven, its update's
+    row loop then shared by the lanes (schedule/lane_loops.py); else as given (the lanes
+    split its sums)."""
+    tiled = _tile_kernel(scop, kernel, index, variant)
+    turned = right_looking(kernel)
+    if turned is None:
+        return tiled
+    candidate = _tile_kernel(scop, turned, index, variant)
+    es = execution_schedule((candidate,))
+    if not proven_alone(es.schedule, es.kinds, deps):
+        return tiled
+    # the update's innermost loop: its row, below the step (the last local dim it runs)
+    schedule = {m.get_tuple_name(isl.dim_type.in_): m for m in maps_of(candidate.schedule)}
+    loops = [d for name, m in schedule.items() for d in _loop_dims(m)]
+    if not loops:
+        return tiled
+    dim = max(loops)
+    local = dim - 2 * candidate.n_mapped
+    if local < candidate.n_tile_levels or local in candidate.unroll_dims or \
+            not lane_parallel(candidate.schedule, candidate.statements, deps, dim):
+        return tiled
+    return replace(candidate, lane_dims=(local,))
+
+
+def _loop_dims(m: isl.Map) -> list[int]:
+    """Output dimensions of a schedule map that take more than one value."""
+    pma = m.as_pw_multi_aff()
+    return [d for d in range(m.dim(isl.dim_type.out)) if not pma.get_pw_aff(d).is_cst()]
 
 
 def execution_schedule(kernels: tuple[TiledKernel, ...]) -> ExecutionSchedule:
