@@ -93,12 +93,16 @@ def _defines(op: str, dtype: str) -> tuple[str, ...]:
 
 def leaf_plan(text: str) -> Variant:
     """A solve leaf's plan from ``--leaves``: ``LxC`` -- ``L`` lanes a column, ``C``
-    columns a block (``Variant.lanes``) -- or ``serial``: a thread a column, 32 a block,
-    the rows' sums on that thread (the plan before lanes)."""
+    columns a block (``Variant.lanes``), with a suffix ``p``: its copies prefetched, ``d``:
+    and double-buffered -- or ``serial``: a thread a column, 32 a block, the rows' sums on
+    that thread (the plan before lanes)."""
     if text == "serial":
         return Variant(tile=(32,), threads=(32,))
-    lanes, columns = (int(x) for x in text.split("x"))
-    return replace(SOLVE_LEAF, tile=(columns,), threads=(columns,), lanes=lanes)
+    shape = text.rstrip("pd")
+    lanes, columns = (int(x) for x in shape.split("x"))
+    return replace(SOLVE_LEAF, tile=(columns,), threads=(columns,), lanes=lanes,
+                   prefetch="p" in text[len(shape):] or SOLVE_LEAF.prefetch,
+                   double_buffer="d" in text[len(shape):] or SOLVE_LEAF.double_buffer)
 
 
 def _plan(op: str, dtype: str, m: int, n: int, stop: int, leaf: str = DEFAULT_LEAF

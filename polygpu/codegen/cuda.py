@@ -220,7 +220,8 @@ class Emitter:
         body = self.node(n.for_get_body())
         self._in_lane_loop -= 1
         sync = cgen.Statement(f"__syncwarp({self.mask})")
-        return [sync, cgen.For(
+        # unrolled, a lane's iterations' loads are in flight at once
+        return [sync, cgen.Pragma(f"unroll {max(self.unroll, accumulator.UNROLL)}"), cgen.For(
             f"{self.itype} {it} = {self._c(n.for_get_init())} + {self.lane} * ({inc})",
             self._c(n.for_get_cond()), f"{it} += {self.lanes} * ({inc})",
             cgen.Block(body)), sync]
