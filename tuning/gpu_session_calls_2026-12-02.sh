@@ -18,6 +18,9 @@ tri() {  # $1: name, $2: limit, rest: tuning/triangular.py arguments
 for case in "$@"; do
   case "$case" in
   a4) tri a4 200 --op trsm --sizes 2048 4096 --rhs 512 --dtype float32 --stops 128 --leaves 32x8 32x4 16x16 ;;
+  # the lane loop unrolled by 4 (a4's leaves were not), and the copies prefetched
+  # through registers (p), double-buffered too (d)
+  a5) tri a5 200 --op trsm --sizes 2048 4096 --rhs 512 --dtype float32 --stops 128 --leaves 32x8 32x8p 32x8pd ;;
   b4) tri b4 150 --op trsm --sizes 2048 4096 --rhs 512 --dtype float64 --stops 128 --leaves 32x8 ;;
   e4) tri e4 150 --op trsm --sizes 2048 4096 --rhs 512 --dtype float32 --stops 64 256 --leaves 32x8 ;;
   c4) tri c4 150 --op trsm --sizes 2048 4096 --dtype float32 --stops 128 --leaves 32x8 ;;

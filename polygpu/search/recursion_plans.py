@@ -42,9 +42,12 @@ from polygpu.search.space import kernel_shapes, kernel_time_extent
 STOPS = (64, 128, 256, 512)
 LEAF = Variant(tile=(32,), threads=(32,))  # a warp a strip of 32 columns
 OTHER = Variant(tile=(4, 128), threads=(4, 128))  # a kernel that is no piece
-# a solve's leaf: each column's rows in turn on a group of lanes splitting the row's sum,
-# the leaf's strip and rows staged in shared memory (the time tiles strip the rows)
-SOLVE_LEAF = Variant(tile=(8,), threads=(8,), lanes=32, registers=False)
+# a solve's leaf: each column on a warp's lanes (right-looking where proven: the rows
+# below a divided row updated by the lanes in turn), 8 columns a block, the leaf's strip
+# and rows staged in shared memory, the next time tile's rows prefetched and
+# double-buffered (measured: tuning/results/NVIDIA-H200/triangular.md, 2026-12-02)
+SOLVE_LEAF = Variant(tile=(8,), threads=(8,), lanes=32, registers=False, prefetch=True,
+                     double_buffer=True)
 FLOAT_PRODUCTS = (
     Variant(tile=(128, 128), threads=(16, 16), jam=True, time_tile=16, unroll=4, chunk=4,
             prefetch=True),
