@@ -23,6 +23,7 @@ device.run(job["program"], _values(job["program"], _inputs(job["m"], job["n"], j
 PY
 ncu $S $M -k regex:trsm_kernel1$ -c 1 python "$O/run_leaf.py" "$P" "$K" "$O/leaf.cu" >"$O/ncu_leaf.txt" 2>&1
 nvcc -arch=sm_90 -O3 -std=c++17 -cubin "$O/leaf.cu" -o "$O/leaf.cubin" 2>"$O/nvcc.txt"
-cuobjdump -sass -fun trsm_kernel1_whole "$O/leaf.cubin" >"$O/leaf_whole.sass" 2>&1 || \
-  cuobjdump -sass "$O/leaf.cubin" | head -3000 >"$O/leaf_whole.sass"
+# the leaf kernel's SASS (C++ names are mangled: the functions whose name holds it)
+cuobjdump -sass "$O/leaf.cubin" | awk '/Function : /{keep = /trsm_kernel1[^0-9]/} keep' \
+  >"$O/leaf.sass"
 grep -E "Warp Cycles Per Issued|Stall|Issued Ipc|Duration|bank_conflicts|wavefronts|smsp__inst" "$O/ncu_leaf.txt" | head -60
