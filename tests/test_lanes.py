@@ -1,8 +1,9 @@
 """A launched kernel's threads each run by a group of lanes (``Variant.lanes``,
-codegen/cuda.py): every sum over a thread's sequential loop split over the lanes and
-combined by shuffles, everything else done by the first lane.  Exact on the emulator at
-odd sizes, the lanes' code as intended, nvcc accepts it, and clear errors where a kernel
-cannot take it.  The recursion's solve leaves use it (search/recursion_plans.py)."""
+codegen/cuda.py): a substitution turned right-looking, the rows of a step shared by the
+lanes (schedule/lane_loops.py), or every sum over a thread's sequential loop split over
+the lanes and combined by shuffles; everything else done by the first lane.  Exact on
+the emulator at odd sizes, the lanes' code as intended, nvcc accepts it, and clear errors
+where a kernel cannot take it.  The recursion's solve leaves use it (search/recursion_plans.py)."""
 
 from __future__ import annotations
 
@@ -55,8 +56,9 @@ def test_a_rows_sum_is_split_over_its_lanes_and_exact(lanes, threads, n):
 
 
 def test_a_solve_runs_each_columns_rows_in_turn_on_its_lanes():
-    """trsm without recursion: a thread a column, each row's sum split, the division by
-    lane 0 after it; exact at odd sizes in both types."""
+    """trsm without recursion, its solve kernel on lanes (a column on 16 lanes, 8 a
+    block; right-looking where proven, else each row's sum split): exact at odd sizes in
+    both types."""
     for defines, m in (((), 37), (("DATA_TYPE=double",), 100)):
         leaf = Variant(tile=(8,), threads=(8,), lanes=16, shared=False, registers=False,
                        time_tile=0)

@@ -31,8 +31,8 @@ from polygpu.schedule.legality import ExecutionSchedule, violations
 from polygpu.schedule.transformation import KernelSchedule
 
 
-def _loops(m: isl.Map) -> list[int]:
-    """The output dimensions of a time map that are loops (not constants)."""
+def loop_dims(m: isl.Map) -> list[int]:
+    """The output dimensions of a schedule map that are loops (not constants)."""
     pma = m.as_pw_multi_aff()
     return [d for d in range(m.dim(isl.dim_type.out)) if not pma.get_pw_aff(d).is_cst()]
 
@@ -41,7 +41,7 @@ def right_looking(kernel: KernelSchedule) -> KernelSchedule | None:
     """``kernel`` with its update turned right-looking (module doc), or None where it is
     not of that form."""
     times = {m.get_tuple_name(isl.dim_type.in_): m for m in maps_of(kernel.time)}
-    loops = {name: _loops(m) for name, m in times.items()}
+    loops = {name: loop_dims(m) for name, m in times.items()}
     updates = [name for name, ds in loops.items() if len(ds) == 2]
     if len(updates) != 1 or any(len(ds) > 2 for ds in loops.values()):
         return None

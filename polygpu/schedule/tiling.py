@@ -45,7 +45,7 @@ from polygpu.model.build import map_from_pw_affs
 from polygpu.model.dependences import Dependences, maps_of, union_of
 from polygpu.model.isl_util import memo_by_identity
 from polygpu.model.scop import Scop
-from polygpu.schedule.lane_loops import lane_parallel, proven_alone, right_looking
+from polygpu.schedule.lane_loops import lane_parallel, loop_dims, proven_alone, right_looking
 from polygpu.schedule.legality import ExecutionSchedule, insert_constants, prove_legal
 from polygpu.schedule.transformation import KernelSchedule, Transformation
 from polygpu.schedule.variant import MAX_MAPPED, Variant
@@ -383,31 +383,19 @@ def _on_lanes(scop: Scop, deps: Dependences, kernel: KernelSchedule, index: int,
     """A kernel on lanes, right-looking where that is its form and proven, its update's
     row loop then shared by the lanes (schedule/lane_loops.py); else as given (the lanes
     split its sums)."""
-    tiled = _tile_kernel(scop, kernel, index, variant)
     turned = right_looking(kernel)
-    if turned is None:
-        return tiled
-    candidate = _tile_kernel(scop, turned, index, variant)
-    es = execution_schedule((candidate,))
-    if not proven_alone(es.schedule, es.kinds, deps):
-        return tiled
-    # the update's innermost loop: its row, below the step (the last local dim it runs)
-    schedule = {m.get_tuple_name(isl.dim_type.in_): m for m in maps_of(candidate.schedule)}
-    loops = [d for name, m in schedule.items() for d in _loop_dims(m)]
-    if not loops:
-        return tiled
-    dim = max(loops)
-    local = dim - 2 * candidate.n_mapped
-    if local < candidate.n_tile_levels or local in candidate.unroll_dims or \
-            not lane_parallel(candidate.schedule, candidate.statements, deps, dim):
-        return tiled
-    return replace(candidate, lane_dims=(local,))
-
-
-def _loop_dims(m: isl.Map) -> list[int]:
-    """Output dimensions of a schedule map that take more than one value."""
-    pma = m.as_pw_multi_aff()
-    return [d for d in range(m.dim(isl.dim_type.out)) if not pma.get_pw_aff(d).is_cst()]
+    if turned is not None:
+        candidate = _tile_kernel(scop, turned, index, variant)
+        es = execution_schedule((candidate,))
+        # the update's innermost loop: its row, below the step (the last local dim)
+        loops = [d for m in maps_of(candidate.schedule) for d in loop_dims(m)]
+        local = max(loops, default=0) - 2 * candidate.n_mapped
+        if loops and local >= candidate.n_tile_levels and \
+                local not in candidate.unroll_dims and \
+                proven_alone(es.schedule, es.kinds, deps) and \
+                lane_parallel(candidate.schedule, candidate.statements, deps, max(loops)):
+            return replace(candidate, lane_dims=(local,))
+    return _tile_kernel(scop, kernel, index, variant)
 
 
 def execution_schedule(kernels: tuple[TiledKernel, ...]) -> ExecutionSchedule:

@@ -83,9 +83,10 @@ class Variant:
     # multiple of 8 along y
     mma: bool = False
     # each point of the kernel's threads run by this many lanes of a warp (a power of two,
-    # at most 32): the thread's sums over its sequential loops split over the lanes, a
-    # butterfly of shuffles combining them, everything else done by the first lane
-    # (codegen/cuda.py).  For kernels with few threads and long serial sums (a solve's
+    # at most 32): a substitution turned right-looking, its rows at each step shared by
+    # the lanes (schedule/lane_loops.py, where proven), else the thread's sums split over
+    # the lanes and combined by shuffles; everything else done by the first lane
+    # (codegen/cuda.py).  For kernels with few threads and long serial chains (a solve's
     # leaf: a thread a column, its rows in turn); 1: off.  Launched kernels only
     lanes: int = 1
     # an in-place triangular update's rows split recursively down to this many a leaf

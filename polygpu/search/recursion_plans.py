@@ -22,8 +22,10 @@ tile.  Leaves, whose rows are parallel once they read a workspace
 planned like products; the workspace copies and other kernels (PolyBench trmm's scaling
 pass) take a wide row.  A leaf of one mapped dimension (a solve's: no workspace can be
 proven, its rows run in turn, a thread a column) runs each column on a group of lanes
-(``Variant.lanes``, :data:`SOLVE_LEAF`): every row's sum split over them -- a thread a
-column gave the GPU 16 warps for a 512-column leaf, 85-90 % of a recursive trsm's time.
+(``Variant.lanes``, :data:`SOLVE_LEAF`), right-looking: once a row is divided, the lanes
+update the rows below it -- a thread a column gave the GPU 16 warps for a 512-column
+leaf, 85-90 % of a recursive trsm's time.  Its plan is a measured one, not priced by the
+model (which does not see lanes).
 """
 
 from __future__ import annotations
