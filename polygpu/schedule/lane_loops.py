@@ -26,6 +26,7 @@ from dataclasses import replace
 
 import islpy as isl
 
+from polygpu.model.build import map_from_pw_affs
 from polygpu.model.dependences import Dependences, maps_of, union_of
 from polygpu.schedule.legality import ExecutionSchedule, violations
 from polygpu.schedule.transformation import KernelSchedule
@@ -64,8 +65,7 @@ def right_looking(kernel: KernelSchedule) -> KernelSchedule | None:
     order = [dims[d] for d in range(row)] + [dims[step], zero.add_constant_val(isl.Val(after)),
                                              dims[row]]
     order += [zero] * (kernel.n_time - len(order))
-    turned = isl.Map.from_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(
-        m.get_space(), _pw_aff_list(order)))
+    turned = map_from_pw_affs(order, m.domain(), None)
     time = union_of([turned if name == update else other for name, other in times.items()])
     return replace(kernel, time=time)
 
@@ -77,13 +77,6 @@ def _constant(value: isl.PwAff) -> int:
     if len(set(constants)) != 1:
         raise ValueError(f"not one constant: {value}")
     return constants[0]
-
-
-def _pw_aff_list(items: list[isl.PwAff]) -> isl.PwAffList:
-    result = isl.PwAffList.alloc(items[0].get_ctx(), len(items))
-    for item in items:
-        result = result.add(item)
-    return result
 
 
 def lane_parallel(schedule: isl.UnionMap, statements: tuple[str, ...], deps: Dependences,
