@@ -664,10 +664,8 @@ def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
     lane = _TID
     if lanes and not mask:
         lane, mask = _LANE, _MASK
-        group = "0xffffffffu" if lanes == 32 else \
-            f"{hex((1 << lanes) - 1)}u << (threadIdx.x % 32 / {lanes} * {lanes})"
         body += [cgen.Line(f"const int {_LANE} = threadIdx.x % {lanes};"),
-                 cgen.Line(f"const unsigned {_MASK} = {group};")]
+                 cgen.Line(f"const unsigned {_MASK} = {_group_mask(lanes)};")]
     for b in registers:
         if b.reads is not None:
             body += staging.copy_loop(b, printer, kernel, scop, "in")
@@ -689,6 +687,13 @@ def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
 
 
 _LANE = "pg_lane"  # a launched kernel's lane among those of its thread (Variant.lanes)
+
+
+def _group_mask(width: int) -> str:
+    """The ``__syncwarp`` mask of this thread's group of ``width`` consecutive lanes (a
+    power of two, at most a warp), as C."""
+    return "0xffffffffu" if width == 32 else \
+        f"{hex((1 << width) - 1)}u << (threadIdx.x % 32 / {width} * {width})"
 
 
 def _kernel_lanes(kernel: TiledKernel, buffers, device_steps: bool) -> int:
@@ -897,11 +902,9 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
         body += [cgen.Line(f"const int {_TID} = threadIdx.x;")]
         barrier = "__syncthreads()"
     else:
-        lanes = "0xffffffffu" if group == 32 else \
-            f"{hex((1 << group) - 1)}u << (threadIdx.x % 32 / {group} * {group})"
         body += [cgen.Line(f"const int {_TID} = threadIdx.x % {group};"),
                  cgen.Line(f"const int {_GROUP} = threadIdx.x / {group};"),
-                 cgen.Line(f"const unsigned {_MASK} = {lanes};")]
+                 cgen.Line(f"const unsigned {_MASK} = {_group_mask(group)};")]
         barrier = f"__syncwarp({_MASK})"
     body += bind
     if resident:
