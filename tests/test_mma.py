@@ -109,6 +109,36 @@ def test_plans_the_instruction_cannot_take_are_refused(variant, defines, message
 def test_the_variant_names_mma_only_when_set():
     assert "mma" not in Variant().to_json()
     assert Variant.from_json(MMA.to_json()) == MMA and MMA.to_json()["mma"] is True
+    assert "mma_k" not in MMA.to_json()
+    k16 = dataclasses.replace(MMA, mma_k=16)
+    assert k16.to_json()["mma_k"] == 16 and Variant.from_json(k16.to_json()) == k16
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"mma_k": 8}, "other than 4 only with mma"),
+    ({"mma": True, "mma_k": 12}, "4, 8 or 16"),
+])
+def test_an_instruction_k_other_than_the_shapes_is_refused(fields, message):
+    with pytest.raises(PolygpuError, match=message):
+        Variant(tile=(64, 64), threads=(32, 4), **fields)
+
+
+@pytest.mark.parametrize(("mma_k", "time_tile", "call", "steps"), [
+    (8, 16, "pg_dmma16k8", 8),
+    (16, 16, "pg_dmma16k16", 16),
+    (16, 8, "pg_dmma16k8", 8),  # a trip of 8: the largest k it is a multiple of
+])
+def test_larger_instruction_shapes_take_several_steps_of_4_at_once(mma_k, time_tile, call,
+                                                                   steps):
+    """``mma_k`` 8 / 16: each instruction takes A of both rows and B at the lane's steps
+    ``c8 + 4 s + tx`` (s < 2 or 4), the loop advancing by 8 / 16 -- exact on the
+    emulator (which runs the instruction as m16n8k4 steps in turn)."""
+    variant = dataclasses.replace(MMA, mma_k=mma_k, time_tile=time_tile)
+    body = _checked(BATCHED, {"nb": 3, "n": 64}, variant, DOUBLE).split("__global__", 1)[1]
+    assert len(re.findall(rf"{call}\(c_reg", body)) == 2 * 8 * 2  # 2 x 8 fragments, 2 rows
+    assert "pg_dmma16(c_reg" not in body and f"c8 += {steps}" in body
+    for s in range(1, steps // 4):
+        assert f"(c8 + {4 * s} + tx)" in body and f"pg_mma_b7_{s}" in body
 
 
 def test_the_operands_buffers_are_padded_for_the_lanes_that_read_them():
@@ -132,3 +162,20 @@ def test_the_operands_buffers_are_padded_for_the_lanes_that_read_them():
                                                defines=DOUBLE).memory.buffers}
     assert plain["b_sh"].padding == 0
     _checked(BATCHED, sizes, big, DOUBLE)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+@pytest.mark.parametrize(("mma_k", "shape"), [(8, "m16n8k8"), (16, "m16n8k16")])
+def test_the_larger_shapes_are_in_the_ptx_of_sm_90_and_steps_of_4_below(tmp_path, mma_k,
+                                                                         shape):
+    variant = dataclasses.replace(MMA, mma_k=mma_k)
+    compiled = compile_region(BATCHED, variant=variant, params={"nb": 3, "n": 128},
+                              defines=DOUBLE)
+    cu = tmp_path / "k.cu"
+    cu.write_text(compiled.program.source)
+    for arch, present, absent in (("sm_90", shape, "m8n8k4"), ("sm_80", "m8n8k4", "m16n8")):
+        ptx = tmp_path / f"{arch}.ptx"
+        subprocess.run(["nvcc", f"-arch={arch}", "-ptx", "-o", str(ptx), str(cu)],
+                       check=True, capture_output=True)
+        text = ptx.read_text()
+        assert f"mma.sync.aligned.{present}.row.col.f64" in text and absent not in text

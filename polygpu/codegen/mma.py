@@ -1,5 +1,5 @@
 """Double-precision products on the tensor cores: a register tile's time loop as warp
-``mma.sync.m8n8k4.f64`` instructions (``Variant.mma``).
+``mma.sync.m8n8k4.f64`` instructions and their larger sm_90 shapes (``Variant.mma``).
 
 Why: from sm_80 the FP64 tensor cores run twice the FP64 FMA rate (H100/H200: 67
 against 34 TFLOP/s), and cuBLAS's batched DGEMM reaches 38 TFLOP/s at n = 128 on an
@@ -20,7 +20,10 @@ register points, and supplies ``A[l / 4][l mod 4]`` (its own row, ``k0 + tx``) a
 of the time loop become one instruction per fragment -- per two fragments of one
 column where the thread has two rows: ``m16n8k4`` takes rows ``l / 4`` and ``l / 4 + 8``
 with ``A`` of each and one ``B`` (``pg_dmma16``; sm_90, where it runs at twice the rate
-of two ``m8n8k4``: Nsight Compute showed the FP64 tensor pipe the limit).
+of two ``m8n8k4``: Nsight Compute showed the FP64 tensor pipe the limit).  With
+``Variant.mma_k`` 8 or 16, two or four such steps are one ``m16n8k8`` / ``m16n8k16``
+(``A`` of both rows at the lane's steps ``l mod 4 + 4 s``, ``B`` at the same steps, in
+turn): fewer instructions for the same products, where the time loop's trip allows.
 
 Exactness: the same products, summed four at a time in the instruction's own order (a
 reduction's reassociation, as the lanes' split sums of codegen/cuda.py), checked like
@@ -46,7 +49,9 @@ from polygpu.schedule.tiling import TiledKernel
 
 FUNCTION = "pg_dmma"
 FUNCTION16 = "pg_dmma16"  # two rows' fragments at once (mma.sync.m16n8k4 on sm_90)
-K_STEP = 4  # the instruction's k: four steps of the time loop
+K_STEP = 4  # the smallest instruction's k: four steps of the time loop
+# two rows' fragments over k = 8 or 16 steps (mma.sync.m16n8k8 / m16n8k16, Variant.mma_k)
+FUNCTIONS16 = {4: FUNCTION16, 8: "pg_dmma16k8", 16: "pg_dmma16k16"}
 
 PRELUDE = r"""// C[l/4][2(l%4)+{0,1}] += sum over q < 4 of A[l/4][q] B[q][l/4'] on lane l of a warp:
 // mma.sync.m8n8k4 in double (codegen/mma.py); lane l gives A[l/4][l%4] and B[l%4][l/4]
@@ -81,6 +86,41 @@ __device__ __forceinline__ void pg_dmma16(double &c0, double &c1, double &c2, do
   pg_dmma(c0, c1, a0, b);
   pg_dmma(c2, c3, a1, b);
 #endif
+}
+
+// Two or four of those in one (Variant.mma_k 8, 16): mma.sync.m16n8k8 / m16n8k16 on sm_90,
+// A of rows l/4, l/4 + 8 at steps l%4 + 4s in turn, B at steps l%4 + 4s (s < 2 or 4):
+// fewer, larger steps of the FP64 tensor pipe; the steps of 4 in turn below sm_90
+__device__ __forceinline__ void pg_dmma16k8(double &c0, double &c1, double &c2, double &c3,
+                                            double a0, double a1, double a2, double a3,
+                                            double b0, double b1)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+d"(c0), "+d"(c1), "+d"(c2), "+d"(c3)
+               : "d"(a0), "d"(a1), "d"(a2), "d"(a3), "d"(b0), "d"(b1));
+#else
+  pg_dmma16(c0, c1, c2, c3, a0, a1, b0);
+  pg_dmma16(c0, c1, c2, c3, a2, a3, b1);
+#endif
+}
+
+__device__ __forceinline__ void pg_dmma16k16(double &c0, double &c1, double &c2, double &c3,
+                                             double a0, double a1, double a2, double a3,
+                                             double a4, double a5, double a6, double a7,
+                                             double b0, double b1, double b2, double b3)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f64.f64.f64.f64 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7, %8, %9, %10, %11}, {%12, %13, %14, %15}, {%0, %1, %2, %3};"
+               : "+d"(c0), "+d"(c1), "+d"(c2), "+d"(c3)
+               : "d"(a0), "d"(a1), "d"(a2), "d"(a3), "d"(a4), "d"(a5), "d"(a6), "d"(a7),
+                 "d"(b0), "d"(b1), "d"(b2), "d"(b3));
+#else
+  pg_dmma16k8(c0, c1, c2, c3, a0, a1, a2, a3, b0, b1);
+  pg_dmma16k8(c0, c1, c2, c3, a4, a5, a6, a7, b2, b3);
+#endif
 }"""
 
 
@@ -88,12 +128,13 @@ __device__ __forceinline__ void pg_dmma16(double &c0, double &c1, double &c2, do
 class Fragments:
     """A kernel's register tile as the instruction's fragments: ``rows`` fragments down
     (a thread's points along y), ``cols`` across (its runs of 2 along x); ``tx``,
-    ``ty``: the thread ids' C names."""
+    ``ty``: the thread ids' C names; ``k``: the instruction's k (``Variant.mma_k``)."""
 
     rows: int
     cols: int
     tx: str
     ty: str
+    k: int = K_STEP
 
 
 def fragments(scop: Scop, kernel: TiledKernel, device_steps: bool) -> Fragments:
@@ -126,7 +167,8 @@ def fragments(scop: Scop, kernel: TiledKernel, device_steps: bool) -> Fragments:
                            f"{'; '.join(need)}; kernel {kernel.index} has tile "
                            f"{tuple(reversed(tile))}, threads {tuple(reversed(threads))}")
     return Fragments(rows=tile[1] // threads[1], cols=tile[0] // 8,
-                     tx=kernel.thread_names[0], ty=kernel.thread_names[1])
+                     tx=kernel.thread_names[0], ty=kernel.thread_names[1],
+                     k=kernel.mma_k)
 
 
 def _nodes(e):
@@ -257,32 +299,55 @@ def loop(emitter, node: isl.AstNode, it: str, shape: Fragments, itype: str) -> l
     if emitter.scop.array(target.array).dtype != "float64" or \
             target.array in arrays_in(x) | arrays_in(y):
         return None  # (a factor read of the target's array: its 4 steps stay apart)
-    step = f"({it} + {shape.tx})"  # the lane's k within the instruction's four
+    start, count = counted
+    # the instruction's k: the kernel's (Variant.mma_k), or the largest smaller one
+    # the trip is a multiple of; sub-step s of a step covers its time steps
+    # 4 s .. 4 s + 3, lane l's at 4 s + l % 4
+    k_size = max(k for k in FUNCTIONS16 if k <= shape.k and count % k == 0)
+    subs = range(k_size // K_STEP)
 
     def printed(point: int, subst: dict[str, str]):
         args = dict(zip(iters, calls[point][1], strict=True)) | subst
         return emitter.printer_for(name, args)
 
+    def step(sub: int) -> str:
+        return f"({it} + {K_STEP * sub} + {shape.tx})" if sub else f"({it} + {shape.tx})"
+
     # point u * per_row + 2 v + e of the thread: its row u's, its column 8 v + 2 tx + e
     # of the tile (runs of 2 over 4 threads); fragment (u, v)'s rows are the rows the
     # warp's 8 groups of 4 lanes hold, its columns 8 v .. 8 v + 7
     body = []
-    for u in range(shape.rows):
-        body.append(cgen.Statement(f"const double pg_mma_a{u} = "
-                                   f"{printed(u * per_row, {k: step}).value(x)}"))
-    for v in range(shape.cols):
-        col = f"({calls[2 * v][1][j_pos[0]]}) - 2 * {shape.tx} + {shape.ty} % 8"
-        body.append(cgen.Statement(f"const double pg_mma_b{v} = "
-                                   f"{printed(2 * v, {j: col, k: step}).value(y)}"))
-    # two rows' fragments sharing a column's B as one m16n8k4 step, an odd last row alone
+    for s_ in subs:
+        for u in range(shape.rows):
+            body.append(cgen.Statement(f"const double pg_mma_a{u}{_sub(s_)} = "
+                                       f"{printed(u * per_row, {k: step(s_)}).value(x)}"))
+        for v in range(shape.cols):
+            col = f"({calls[2 * v][1][j_pos[0]]}) - 2 * {shape.tx} + {shape.ty} % 8"
+            body.append(cgen.Statement(
+                f"const double pg_mma_b{v}{_sub(s_)} = "
+                f"{printed(2 * v, {j: col, k: step(s_)}).value(y)}"))
+    # two rows' fragments sharing a column's B as one m16n8k{4,8,16} step; an odd last
+    # row alone, as m8n8k4 steps in turn
     for u in range(0, shape.rows, 2):
         rows = [r for r in (u, u + 1) if r < shape.rows]
         for v in range(shape.cols):
             acc = [printed(r * per_row + 2 * v + e, {}).ref(target)
                    for r in rows for e in (0, 1)]
-            a = [f"pg_mma_a{r}" for r in rows]
-            call = FUNCTION16 if len(rows) == 2 else FUNCTION
-            body.append(cgen.Statement(f"{call}({', '.join(acc + a)}, pg_mma_b{v})"))
-    start, count = counted
+            if len(rows) == 2:
+                a = [f"pg_mma_a{r}{_sub(s_)}" for s_ in subs for r in rows]
+                b = [f"pg_mma_b{v}{_sub(s_)}" for s_ in subs]
+                body.append(cgen.Statement(
+                    f"{FUNCTIONS16[k_size]}({', '.join(acc + a + b)})"))
+            else:
+                for s_ in subs:
+                    body.append(cgen.Statement(
+                        f"{FUNCTION}({', '.join(acc)}, pg_mma_a{u}{_sub(s_)}, "
+                        f"pg_mma_b{v}{_sub(s_)})"))
     return [cgen.For(f"{itype} {it} = {start}", f"{it} <= {start} + {count - 1}",
-                     f"{it} += {K_STEP}", cgen.Block(body))]
+                     f"{it} += {k_size}", cgen.Block(body))]
+
+
+def _sub(s: int) -> str:
+    """The name suffix of sub-step ``s``'s operands (none for the first: the names of
+    steps of 4 are as before)."""
+    return f"_{s}" if s else ""

@@ -85,6 +85,7 @@ class TiledKernel:
     prefetch: bool = False  # pipeline the deepest shared copy-ins through registers
     double_buffer: bool = False  # two shared buffers per staged array, in turn
     mma: bool = False  # a register tile's time loops on the tensor cores (codegen/mma.py)
+    mma_k: int = 4  # the instruction's k there (Variant.mma_k)
     lanes: int = 1  # lanes of a warp running each thread's work (Variant.lanes)
     # local dims whose iterations the lanes share (proven to carry no dependence:
     # schedule/lane_loops.py); empty: the lanes split the thread's sums instead
@@ -222,6 +223,7 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         prefetch=variant.prefetch,
         double_buffer=variant.double_buffer,
         mma=variant.mma,
+        mma_k=variant.mma_k,
         lanes=variant.lanes,
         atomic=kernel.atomic,
         warp_uniform=kernel.warp_uniform,

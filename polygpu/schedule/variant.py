@@ -82,6 +82,10 @@ class Variant:
     # cores (sm_80 on; codegen/mma.py): 4 threads along x with runs of 2 points, a
     # multiple of 8 along y
     mma: bool = False
+    # the instruction's k under ``mma``: 4 (m16n8k4, m8n8k4), 8 or 16 (m16n8k8 /
+    # m16n8k16 on sm_90: fewer, larger tensor-core steps; a time loop whose trip is no
+    # multiple of it takes steps of 4)
+    mma_k: int = 4
     # each point of the kernel's threads run by this many lanes of a warp (a power of two,
     # at most 32): a substitution turned right-looking, its rows at each step shared by
     # the lanes (schedule/lane_loops.py, where proven), else the thread's sums split over
@@ -114,6 +118,9 @@ class Variant:
         if self.blocked and self.chunk > 1:
             raise PolygpuError("variant: blocked already deals each thread one contiguous "
                                "run; chunk must be 1 with it")
+        if self.mma_k not in (4, 8, 16) or (self.mma_k != 4 and not self.mma):
+            raise PolygpuError(f"variant: mma_k {self.mma_k} is 4, 8 or 16, and other "
+                               "than 4 only with mma")
         if self.lanes not in (1, 2, 4, 8, 16, 32):
             raise PolygpuError(f"variant: lanes {self.lanes} is a power of two, 1 to 32")
         if total * self.lanes > MAX_THREADS:
@@ -167,6 +174,8 @@ class Variant:
             del data["relayout"]
         if not self.mma:
             del data["mma"]
+        if self.mma_k == 4:
+            del data["mma_k"]
         if not self.recursion:
             del data["recursion"]
         if self.lanes == 1:
