@@ -179,3 +179,25 @@ def test_the_larger_shapes_are_in_the_ptx_of_sm_90_and_steps_of_4_below(tmp_path
                        check=True, capture_output=True)
         text = ptx.read_text()
         assert f"mma.sync.aligned.{present}.row.col.f64" in text and absent not in text
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_min_blocks_holds_the_registers_to_what_three_blocks_an_sm_leave():
+    """``min_blocks`` 3 is ``__launch_bounds__(128, 3)``: the m16n8k8 plan, 182
+    registers as ptxas chooses (two blocks of 128 threads an SM), fits three blocks'
+    share (at most 170) without spilling."""
+    from polygpu.search.occupancy import resource_usage
+    sizes = {"nb": 3, "n": 128}
+    k8 = dataclasses.replace(MMA, mma_k=8)
+    capped = dataclasses.replace(k8, min_blocks=3)
+    assert capped.to_json()["min_blocks"] == 3 and "min_blocks" not in k8.to_json()
+    (free,) = resource_usage(compile_region(BATCHED, variant=k8, params=sizes,
+                                            defines=DOUBLE).program.source).values()
+    source = compile_region(BATCHED, variant=capped, params=sizes,
+                            defines=DOUBLE).program.source
+    assert "__launch_bounds__(128, 3)" in source
+    (held,) = resource_usage(source).values()
+    assert free.registers > 170 >= held.registers
+    assert (held.stack, held.spill_stores) == (0, 0)
+    with pytest.raises(PolygpuError, match="min_blocks 40"):
+        dataclasses.replace(k8, min_blocks=40)

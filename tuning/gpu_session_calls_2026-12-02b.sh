@@ -3,12 +3,17 @@
 # tuning/probes/batched_mma_k_2026-12-02.json) beside the default (m16n8k4), each checked
 # at the timed sizes; and the SASS of cubins compiled off the device (build/sass,
 # git-ignored, carried): which DMMA shapes ptxas emitted, and the batched Cholesky's
-# inner loops.
+# inner loops; then the larger shapes with their registers held for 3 blocks an SM
+# (Variant.min_blocks, tuning/probes/batched_mma_min_blocks_2026-12-02.json), and the
+# batched Cholesky's defaults with the update's triangle of points rolled (codegen/cuda.py;
+# tuning/probes/cholesky/pipelined.py measured the rewrite by hand first).
 # Usage: bash tuning/gpu_session_calls_2026-12-02b.sh CASE...
 . tuning/gpu_session_run.sh  # the wheels, run()
 for case in "$@"; do
   case "$case" in
   mmak) run mmak 420 --op gemm --dtype float64 --n 64 128 --megabytes 1536 --also tuning/probes/batched_mma_k_2026-12-02.json --check-full --repeats 10 ;;
+  mmamb) run mmamb 420 --op gemm --dtype float64 --n 64 128 --megabytes 1536 --also tuning/probes/batched_mma_min_blocks_2026-12-02.json --check-full --repeats 10 ;;
+  chol) run chol 300 --op cholesky --n 32 64 --dtype float32 --dtype float64 --megabytes 1536 --check-full --repeats 10 ;;
   sass) mkdir -p $OUT/sass
         for f in build/sass/*.cubin; do
           b=$(basename $f .cubin); cuobjdump -sass $f > $OUT/sass/$b.sass 2>&1

@@ -138,6 +138,11 @@ def constant_value(e: isl.AstExpr) -> int | None:
     return e.int_get_val().to_python() if e.get_type() == isl.ast_expr_type.int else None
 
 
+def constant_trip(loop: isl.AstNode) -> bool:
+    """Whether ``loop`` runs from one constant to another (nvcc then knows its trip)."""
+    return _constant(loop.for_get_init()) and _constant_bound(loop)
+
+
 def _constant(e: isl.AstExpr) -> bool:
     return constant_value(e) is not None
 

@@ -86,10 +86,13 @@ class TiledKernel:
     double_buffer: bool = False  # two shared buffers per staged array, in turn
     mma: bool = False  # a register tile's time loops on the tensor cores (codegen/mma.py)
     mma_k: int = 4  # the instruction's k there (Variant.mma_k)
+    min_blocks: int = 0  # __launch_bounds__'s blocks an SM (Variant.min_blocks; 0: none)
     lanes: int = 1  # lanes of a warp running each thread's work (Variant.lanes)
     # local dims whose iterations the lanes share (proven to carry no dependence:
     # schedule/lane_loops.py); empty: the lanes split the thread's sums instead
     lane_dims: tuple[int, ...] = ()
+    # local dims of a thread's own points (one per mapped dim, outer axis first)
+    point_dims: tuple[int, ...] = ()
     atomic: tuple[str, ...] = ()  # statements combining their updates atomically
     warp_uniform: tuple[str, ...] = ()  # ... whose target does not move along x
     # the block ids this kernel's code is generated for (a parameter set over the
@@ -202,6 +205,7 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
                                kernel.n_time + (1 if strip else 0),
                                n_levels - n_seq_space, variant.jam)
     level_names = _free_names(scop, [f"o_{name}" for name in local_names[:n_levels]])
+    first_local_point = n_levels + (len(rest) if variant.jam else 0)
     return TiledKernel(
         index=index,
         statements=kernel.statements,
@@ -212,6 +216,7 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         threads=tuple(reversed(threads)),
         extent=tuple(reversed(extents)),
         local_names=local_names,
+        point_dims=tuple(range(first_local_point, first_local_point + n_mapped)),
         unroll=variant.unroll,
         unroll_dims=tuple(range(n_local - n_mapped, n_local)) if variant.jam else (),
         n_tile_levels=n_levels,
@@ -224,6 +229,7 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         double_buffer=variant.double_buffer,
         mma=variant.mma,
         mma_k=variant.mma_k,
+        min_blocks=variant.min_blocks,
         lanes=variant.lanes,
         atomic=kernel.atomic,
         warp_uniform=kernel.warp_uniform,

@@ -86,6 +86,10 @@ class Variant:
     # m16n8k16 on sm_90: fewer, larger tensor-core steps; a time loop whose trip is no
     # multiple of it takes steps of 4)
     mma_k: int = 4
+    # __launch_bounds__'s second argument: ptxas holds the kernel's registers to what
+    # this many blocks an SM leave (0: its own choice) -- occupancy bought with possible
+    # spills, which ptxas's report (search/occupancy.py) shows
+    min_blocks: int = 0
     # each point of the kernel's threads run by this many lanes of a warp (a power of two,
     # at most 32): a substitution turned right-looking, its rows at each step shared by
     # the lanes (schedule/lane_loops.py, where proven), else the thread's sums split over
@@ -121,6 +125,9 @@ class Variant:
         if self.mma_k not in (4, 8, 16) or (self.mma_k != 4 and not self.mma):
             raise PolygpuError(f"variant: mma_k {self.mma_k} is 4, 8 or 16, and other "
                                "than 4 only with mma")
+        if not 0 <= self.min_blocks <= 32:
+            raise PolygpuError(f"variant: min_blocks {self.min_blocks} is 0 (ptxas's "
+                               "choice) to 32 blocks an SM")
         if self.lanes not in (1, 2, 4, 8, 16, 32):
             raise PolygpuError(f"variant: lanes {self.lanes} is a power of two, 1 to 32")
         if total * self.lanes > MAX_THREADS:
@@ -176,6 +183,8 @@ class Variant:
             del data["mma"]
         if self.mma_k == 4:
             del data["mma_k"]
+        if not self.min_blocks:
+            del data["min_blocks"]
         if not self.recursion:
             del data["recursion"]
         if self.lanes == 1:
