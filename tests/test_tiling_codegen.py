@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -219,3 +220,23 @@ def test_a_threads_point_loops_bounded_by_thread_ids_stay_rolled():
         tile=(32, 32), threads=(8, 8), specialize=True))
     assert "for (int rx = 0; rx <= 3; rx += 1)" in whole.program.source
     assert "#pragma unroll 1" not in whole.program.source
+
+
+def test_min_blocks_bounds_the_launched_kernels_and_the_device_steps_function():
+    """``min_blocks`` is ``__launch_bounds__``'s second argument: per launched kernel,
+    and for device steps (one function running every kernel) the most any asks."""
+    from polygpu.pipeline import compile_region
+
+    steps = Variant.from_json({
+        "candidate": 2, "tile": [64, 64], "threads": [4, 8], "shared": False,
+        "specialize": True, "device_steps": True, "resident": True,
+        "elements_per_block": 4, "kernels": {"1": {"threads": [32], "tile": [64],
+                                                   "min_blocks": 3}}})
+    source = compile_region("kernels/batched_cholesky.c", params={"nb": 37, "n": 17},
+                            variant=steps).program.source
+    assert re.findall(r"__launch_bounds__\([^)]*\)", source) == ["__launch_bounds__(128, 3)"]
+    launched = Variant(tile=(32, 32), threads=(8, 8), min_blocks=5)
+    source = compile_region("kernels/mm.c", params={"n": 64}, variant=launched
+                            ).program.source
+    assert "__launch_bounds__(64, 5)" in source
+    assert "__launch_bounds__(64) " not in source

@@ -948,9 +948,12 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
                           emitter.node(ast), elements, barrier)
     else:
         body += emitter.node(ast)
+    # (one function runs every kernel: the most blocks any of them asks room for)
+    wanted = max(k.min_blocks for k in kernels)
+    min_blocks = f", {wanted}" if wanted else ""
     decl = cgen.FunctionDeclaration(
         cgen.Value("__global__ void",
-                   f"__launch_bounds__({block_threads}) {scop.function}_steps"),
+                   f"__launch_bounds__({block_threads}{min_blocks}) {scop.function}_steps"),
         _parameter_list(scop, args, host=False))
     what = ("one block per element of the batch, each running its element's steps in "
             "order" if grid_dims else "one block, each host step's kernels in order")
