@@ -13,6 +13,9 @@ for case in "$@"; do
   case "$case" in
   mmak) run mmak 420 --op gemm --dtype float64 --n 64 128 --megabytes 1536 --also tuning/probes/batched_mma_k_2026-12-02.json --check-full --repeats 10 ;;
   mmamb) run mmamb 420 --op gemm --dtype float64 --n 64 128 --megabytes 1536 --also tuning/probes/batched_mma_min_blocks_2026-12-02.json --check-full --repeats 10 ;;
+  # wider tiles (a whole element a block, 8 warps) and a time tile of 8 (128 registers: 4
+  # blocks an SM) for the double products
+  mmatiles) run mmatiles 300 --op gemm --dtype float64 --n 64 128 --megabytes 1536 --also tuning/probes/batched_mma_tiles_2026-12-02.json --repeats 10 ;;
   chol) run chol 300 --op cholesky --n 32 64 --dtype float32 --dtype float64 --megabytes 1536 --check-full --repeats 10 ;;
   sass) mkdir -p $OUT/sass
         for f in build/sass/*.cubin; do
