@@ -343,10 +343,11 @@ def arguments(scop: Scop) -> tuple[Argument, ...]:
             a = arrays[name]
             result.append(Argument(name, "array", a.dtype,
                                    tuple(printer.int_expr(e) for e in a.shape_exprs)))
-    # scratch arrays (transform/expand.py) after the function's own arguments
+    # local arrays and scratch arrays (transform/expand.py), allocated by the runtime,
+    # after the function's own arguments
     result += [Argument(a.name, "scratch", a.dtype,
                         tuple(printer.int_expr(e) for e in a.shape_exprs))
-               for a in scop.arrays if a.kind == "scratch"]
+               for a in scop.arrays if a.kind in ("local", "scratch")]
     return tuple(result)
 
 

@@ -21,7 +21,7 @@ import shutil
 import struct
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pycparser import c_ast, c_generator, c_parser
 
@@ -323,6 +323,9 @@ class _Translator:
         self.arrays: dict[str, ArrayDecl] = {}
         self.signature: list[str] = []
         self.locals: dict[str, _Local] = {}
+        # arrays declared before the region (read once the parameters are known)
+        self.local_array_decls: list[c_ast.Decl] = []
+        self.local_arrays: dict[str, ArrayDecl] = {}
         self.temporaries: dict[str, ScalarDecl] = {}
         self.active: list[str] = []  # iterators of the enclosing loops, outermost first
         self.iterator_names: set[str] = set()  # every name used as an iterator so far
@@ -380,6 +383,7 @@ class _Translator:
         items = self.func.body.block_items or []
         region = self.scop_region(items)  # first: is there one?
         self.read_parameters()
+        self.read_local_arrays()
         self.written_in_region = set().union(*map(_written_names, region)) if region else set()
         body = self.statements(region)
         if not body:
@@ -395,6 +399,7 @@ class _Translator:
             temporaries=tuple(self.temporaries.values()),
             body=tuple(body),
             language="c",
+            local_arrays=tuple(self.local_arrays.values()),
         )
 
     def scop_region(self, items: list[c_ast.Node]) -> list[c_ast.Node]:
@@ -472,6 +477,11 @@ class _Translator:
             raise self.unsupported(param, f"array of pointers '{name}': {_POINTER_HINT}")
         dtype = self.dtype(typ, "array", name)
         later = set(all_names[all_names.index(name) + 1 :])
+        self.arrays[name] = ArrayDecl(name, dtype, self.extents(name, dims, later), loc)
+
+    def extents(self, name: str, dims: list[c_ast.Node], later: set) -> tuple:
+        """An array's extents: integer constants or affine in integer parameters (of
+        those declared before it, ``later`` naming the others)."""
         shape = []
         for dim in dims:
             for used in self.names_in(dim):
@@ -488,7 +498,41 @@ class _Translator:
                 "array extents must be integer constants or earlier integer parameters",
             )
             shape.append(self.int_expr(dim, ctx))
-        self.arrays[name] = ArrayDecl(name, dtype, tuple(shape), loc)
+        return tuple(shape)
+
+    def read_local_arrays(self) -> None:
+        """Arrays declared before the region (``float t[n][m];``): region-local
+        temporaries.  Their extents may use every integer parameter; a local array
+        with an initialiser, of pointers or without all its extents keeps its problem,
+        reported where the region uses it (an unused one is none of polygpu's)."""
+        for decl in self.local_array_decls:
+            name, typ, dims = decl.name, decl.type, []
+            while isinstance(typ, c_ast.ArrayDecl):
+                dims.append(typ.dim)
+                typ = typ.type
+            local = self.locals[name]
+            if decl.init is not None:
+                problem = (f"local array '{name}' has an initialiser: set its elements "
+                           "inside the region")
+            elif any(d is None for d in dims) or not isinstance(typ, c_ast.TypeDecl):
+                problem = (f"local array '{name}' needs all its extents and a scalar "
+                           "element type, e.g. float t[n][m]")
+            else:
+                problem = None
+            if problem is not None:
+                self.locals[name] = replace(local, problem=problem)
+                continue
+            reserved.check_name(name, "array", local.loc)
+            if name in self.params or name in self.arrays:
+                raise self.unsupported(decl, f"local array '{name}' shadows a parameter")
+            dtype = self.dtype(typ, "array", name)
+            self.local_arrays[name] = ArrayDecl(name, dtype, self.extents(name, dims, set()),
+                                                local.loc)
+            del self.locals[name]
+
+    def array_decl(self, name: str) -> ArrayDecl:
+        """An array argument's or a local array's declaration."""
+        return self.arrays[name] if name in self.arrays else self.local_arrays[name]
 
     def names_in(self, node: c_ast.Node) -> set[str]:
         names = {node.name} if isinstance(node, c_ast.ID) else set()
@@ -504,8 +548,10 @@ class _Translator:
         typ = decl.type
         if "static" in (decl.storage or []) or "extern" in (decl.storage or []):
             problem = f"'{decl.name}' is a static/extern variable: use a plain local"
-        elif isinstance(typ, (c_ast.ArrayDecl, c_ast.PtrDecl)):
-            problem = f"local array or pointer '{decl.name}': pass arrays as parameters"
+        elif isinstance(typ, c_ast.ArrayDecl):
+            self.local_array_decls.append(decl)  # read_local_arrays, after the parameters
+        elif isinstance(typ, c_ast.PtrDecl):
+            problem = f"local pointer '{decl.name}': pass arrays as parameters"
         elif isinstance(typ, c_ast.FuncDecl):
             problem = f"'{decl.name}' is a function, not a variable"
         else:
@@ -525,7 +571,7 @@ class _Translator:
             return "iterator"
         if name in self.params:
             return "int_param" if self.params[name].dtype.startswith("int") else "float_param"
-        if name in self.arrays:
+        if name in self.arrays or name in self.local_arrays:
             return "array"
         if name in self.temporaries:
             return "temporary"
@@ -622,7 +668,7 @@ class _Translator:
         start = next(i for i, n in enumerate(items) if _pragma_word(n) == "scop")
         end = next(i for i, n in enumerate(items) if _pragma_word(n) == "endscop")
         before = set(self.arrays) | set(self.params) | set(self.temporaries)
-        before |= set(self.derived)
+        before |= set(self.derived) | set(self.local_arrays)
         for where, chunk, watched in (
             ("before", items[:start], before),
             ("after", items[end + 1 :], set(self.arrays)),
@@ -634,7 +680,9 @@ class _Translator:
                 if writer is None:
                     continue
                 item, name = writer
-                used = "an array argument" if name in self.arrays else "read by the region"
+                used = "an array argument" if name in self.arrays else \
+                    "a local array of the region" if name in self.local_arrays else \
+                    "read by the region"
                 verb = "may write" if isinstance(item, c_ast.FuncCall) else "writes"
                 raise self.unsupported(
                     item,
@@ -693,7 +741,8 @@ class _Translator:
         if isinstance(decl.type, (c_ast.ArrayDecl, c_ast.PtrDecl)):
             raise self.unsupported(
                 decl,
-                f"local array or pointer '{name}' inside #pragma scop: pass arrays as parameters",
+                f"local array or pointer '{name}' inside #pragma scop: declare local arrays "
+                "before the region (float t[n];), pass others as parameters",
             )
         if isinstance(decl.type, c_ast.FuncDecl):
             raise self.unsupported(decl, f"function declaration '{name}' inside #pragma scop")
@@ -1070,7 +1119,7 @@ class _Translator:
         if isinstance(expr, IntValue):
             return True
         if isinstance(expr, ArrayRef):
-            return self.arrays[expr.array].dtype.startswith("int")
+            return self.array_decl(expr.array).dtype.startswith("int")
         if isinstance(expr, ScalarRef):
             decl = self.params.get(expr.name) or self.temporaries[expr.name]
             return decl.dtype.startswith("int")
@@ -1107,7 +1156,7 @@ class _Translator:
             raise self.unsupported(base, self.locals[name].problem)  # e.g. a local array
         if role != "array":
             raise self.unsupported(base, f"{text}: '{name}' is not an array")
-        rank = len(self.arrays[name].shape)
+        rank = len(self.array_decl(name).shape)
         if len(subscripts) != rank:
             raise self.unsupported(
                 node,

@@ -385,7 +385,8 @@ class Program:
 
     ``params`` are the function's scalar arguments in order (integer ones
     become isl parameters), ``arrays`` its array arguments in order,
-    ``temporaries`` scalar locals assigned inside the region, ``body`` the
+    ``temporaries`` scalar locals assigned inside the region, ``local_arrays``
+    arrays declared in the function before it, ``body`` the
     region's loop tree; ``signature`` all argument names in declaration order
     (scalars and arrays interleaved as written), so the original function can
     be called as the sequential reference.
@@ -400,3 +401,6 @@ class Program:
     temporaries: tuple[ScalarDecl, ...]
     body: tuple[Node, ...]
     language: str  # 'c' | 'python'
+    # arrays declared in the function before the region (``float t[n];``): region-local,
+    # holding no value on entry and none the caller sees (runtime-allocated scratch)
+    local_arrays: tuple[ArrayDecl, ...] = ()

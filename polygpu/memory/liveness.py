@@ -73,11 +73,12 @@ def live_in_reads(an: Analysis, kernel: TiledKernel, array: str,
 
 def dead_after(an: Analysis, tr: Transformation, kernel: TiledKernel, array: str) -> bool:
     """Whether no value ``kernel`` writes into ``array`` is read after the kernel: the
-    array is runtime scratch (the caller never sees it) and every read with a last
-    writer in the kernel is itself in the kernel.  Only decided for a region without
-    host loops, where ``an`` is the whole region and each kernel runs once; a kernel of
-    a host step may feed the next step's launch, which ``an`` (one step) cannot see."""
-    if tr.step is not None or an.scop.array(array).kind != "scratch":
+    array is runtime-allocated (local or scratch: the caller never sees it) and every
+    read with a last writer in the kernel is itself in the kernel.  Only decided for a
+    region without host loops, where ``an`` is the whole region and each kernel runs
+    once; a kernel of a host step may feed the next step's launch, which ``an`` (one
+    step) cannot see."""
+    if tr.step is not None or an.scop.array(array).kind not in ("local", "scratch"):
         return False
     inside = set(kernel.statements)
     return all(d.sink in inside for d in an.dependences.of_kind("flow")

@@ -168,7 +168,7 @@ class _ScopBuilder:
         )
         self.scalar_names = {p.name for p in program.params}
         self.temporaries = {t.name: t for t in program.temporaries}
-        self.array_decls = {a.name: a for a in program.arrays}
+        self.array_decls = {a.name: a for a in (*program.arrays, *program.local_arrays)}
         self.statements: list[Statement] = []
         self.loop_records: list[dict] = []
 
@@ -176,7 +176,8 @@ class _ScopBuilder:
 
     def check_names(self) -> None:
         seen: dict[str, SourceLoc] = {}
-        decls = [*self.program.params, *self.program.arrays, *self.program.temporaries]
+        decls = [*self.program.params, *self.program.arrays, *self.program.temporaries,
+                 *self.program.local_arrays]
         for d in decls:
             if d.name in seen:
                 raise UnsupportedError(f"'{d.name}' is declared twice", d.loc)
@@ -196,6 +197,12 @@ class _ScopBuilder:
             for e in extents:
                 context = context.intersect(e.ge_set(b.const(1)))
             arrays.append(self._array(decl.name, decl.dtype, extents, decl.shape, "argument",
+                                      decl.loc))
+        for decl in self.program.local_arrays:
+            extents = tuple(b.int_expr(e, decl.loc) for e in decl.shape)
+            for e in extents:
+                context = context.intersect(e.ge_set(b.const(1)))
+            arrays.append(self._array(decl.name, decl.dtype, extents, decl.shape, "local",
                                       decl.loc))
         for t in self.program.temporaries:
             arrays.append(self._array(t.name, t.dtype, (), (), "temporary", t.loc))
@@ -467,4 +474,36 @@ def _reads(e: ir.Expr):
 
 def build_scop(program: ir.Program) -> Scop:
     """Turn a frontend's :class:`~polygpu.frontend.ir.Program` into a :class:`Scop`."""
-    return _ScopBuilder(program).build()
+    scop = _ScopBuilder(program).build()
+    require_local_arrays_written(scop)
+    return scop
+
+
+def require_local_arrays_written(scop: Scop) -> None:
+    """Bad input (UnsupportedError at the read) where the region reads an element of a
+    local array before writing it: a local array holds no value on entry -- C leaves
+    it undefined, and its copy on the device is fresh memory.  Exact (isl), per read
+    reference: the instances whose element no earlier instance writes."""
+    local = {a.name for a in scop.arrays if a.kind == "local"}
+    if not local:
+        return
+    writes = isl.UnionMap.empty(scop.context.get_space())
+    for a in scop.accesses:
+        if a.kind == "write" and a.array in local:
+            writes = writes.union(isl.UnionMap.from_map(a.relation))
+    schedule = scop.schedule
+    earlier = schedule.lex_gt_union_map(schedule)  # instance -> the instances before it
+    for a in scop.accesses:
+        if a.kind != "read" or a.array not in local:
+            continue
+        read = isl.UnionMap.from_map(a.relation)
+        sourced = read.apply_range(writes.reverse()).intersect(earlier).domain()
+        unsourced = read.subtract_domain(sourced).range()
+        if not unsourced.is_empty():
+            where = isl.Set.from_union_set(unsourced).intersect_params(scop.context)
+            if where.is_empty():
+                continue
+            raise UnsupportedError(
+                f"'{a.array}' is read before the region writes it ({where.sample_point()}"
+                f" for one): a local array holds no value on entry -- write its elements "
+                "first, or pass it as a parameter", a.loc)

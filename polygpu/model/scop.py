@@ -45,7 +45,10 @@ class Array:
     shape_text: tuple[str, ...]  # the extents as the source wrote them
     shape_exprs: tuple[ir.IntExpr, ...]  # the extents as IR, for code generation
     extent: isl.Set
-    kind: str  # 'argument' | 'temporary' | 'scratch' (transform/expand.py: runtime-allocated)
+    # 'argument' | 'temporary' (a scalar local) | 'local' (an array declared in the
+    # function: region-local, runtime-allocated) | 'scratch' (transform/expand.py's
+    # copies, runtime-allocated)
+    kind: str
     loc: SourceLoc
 
     @property
@@ -183,9 +186,9 @@ class Scop:
     @property
     def program_arrays(self) -> tuple[Array, ...]:
         """The arrays in global memory, which every kernel takes as pointers: the
-        function's array arguments and the scratch arrays the runtime allocates (not
-        scalar temporaries)."""
-        return tuple(a for a in self.arrays if a.kind in ("argument", "scratch"))
+        function's array arguments, and the local and scratch arrays the runtime
+        allocates (not scalar temporaries)."""
+        return tuple(a for a in self.arrays if a.kind in ("argument", "local", "scratch"))
 
     @cached_property
     def domain(self) -> isl.UnionSet:

@@ -15,7 +15,9 @@ region at the parameters of the run, with isl (barvinok) counting points.
   reads *before writing it* is loaded once (its value comes from outside), every element
   it writes is stored once.  Reads of values the region produced itself (``x[i] += ...``
   after ``x[i] = 0``) are not compulsory, so mv moves ``4 (n^2 + 2n)`` bytes, not
-  ``4 (n^2 + 3n)``.
+  ``4 (n^2 + 3n)``.  A local array (declared in the function: the caller never sees
+  it) is read only after the region writes it and never needs to leave the chip: none
+  of its traffic is compulsory.
 * :class:`Roofline` -- the time the machine needs at best for those counts,
   ``max(bytes / bandwidth, flops / peak)``, and a time's fraction of it.
 """
@@ -209,7 +211,8 @@ def compulsory_bytes(scop: Scop, params: Mapping[str, int]) -> int:
     """Minimum global-memory traffic of the region at ``params``, in bytes: the
     roofline's byte count (see the module docstring)."""
     return sum((loads + stores) * scop.array(name).element_size
-               for name, (loads, stores) in array_footprints(scop, params).items())
+               for name, (loads, stores) in array_footprints(scop, params).items()
+               if scop.array(name).kind != "local")
 
 
 # --------------------------------------------------------------------------

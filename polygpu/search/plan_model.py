@@ -154,7 +154,8 @@ def _shared_accumulator(c: Compiled) -> str:
 
 
 def _beyond_memory(c: Compiled, params: Mapping[str, int], limits: Limits) -> str:
-    """Why a plan whose scratch arrays (a relayout's twins, expanded temporaries) do not
+    """Why a plan whose scratch arrays (a relayout's twins, expanded temporaries, local
+    arrays) do not
     fit in the device's memory beside the caller's arrays cannot run ("" if they fit):
     the device layer would refuse it for want of memory, so the default must not take
     it.  Unknown extents count as zero; a region whose own arrays do not fit is left to
@@ -167,7 +168,7 @@ def _beyond_memory(c: Compiled, params: Mapping[str, int], limits: Limits) -> st
         for extent in a.shape:
             points *= max(_value(extent, params), 0)
         total += points * a.element_size
-        scratch += points * a.element_size if a.kind == "scratch" else 0
+        scratch += points * a.element_size if a.kind in ("local", "scratch") else 0
     if not scratch or total <= limits.memory_bytes:
         return ""
     return (f"its arrays and scratch arrays take {total / 1e9:.1f} GB, more than the "

@@ -100,8 +100,8 @@ def expand_temporaries(scop: Scop) -> Expansion:
     refused: list[Refusal] = []
     written = scop.written_arrays()
     for array in scop.arrays:
-        if array.kind != "temporary" and not (array.kind == "argument"
-                                              and array.name in written):
+        if array.kind not in ("temporary", "local") and not (array.kind == "argument"
+                                                             and array.name in written):
             continue
         try:
             # bounded: an expansion only enables parallelism, and one whose analysis

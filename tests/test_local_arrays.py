@@ -1,0 +1,173 @@
+"""Local arrays (issue 23's temporaries, C): arrays declared in the function before the
+region are region-local -- allocated by the runtime, privatised where each iteration
+writes before it reads, never compared by the checker, refused where the region reads an
+element before writing it -- and exact on the emulator."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from polygpu.errors import UnsupportedError
+from polygpu.frontend import load
+from polygpu.model.build import build_scop
+from polygpu.pipeline import compile_region, prepare
+from polygpu.runtime.check import check_program
+from polygpu.search.metrics import compulsory_bytes
+
+ROW_BUFFER = """
+void rowbuf(int n, int m, float a[n][m], float b[n][m])
+{
+  float t[m];
+#pragma scop
+  for (int i = 0; i < n; i++) {
+    for (int j = 0; j < m; j++)
+      t[j] = a[i][j] * 2.0f;
+    for (int j = 0; j < m; j++)
+      b[i][j] = t[j] + t[m - 1 - j];
+  }
+#pragma endscop
+}
+"""
+
+# written by one loop nest, read reversed by the next: no reuse to privatise, the local
+# array itself in device memory between two kernels
+BETWEEN = """
+void between(int n, double a[n][4], double b[n][4])
+{
+  double w[n][4];
+#pragma scop
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < 4; k++)
+      w[i][k] = a[i][k] + 1.0;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < 4; k++)
+      b[i][k] = w[n - 1 - i][3 - k] * a[i][k];
+#pragma endscop
+}
+"""
+
+
+def _write(tmp_path, text: str, name: str = "k.c") -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def _checked(spec: str, sizes: dict):
+    compiled = compile_region(spec, params=sizes)
+    result = check_program(compiled.program, compiled.source_scop, spec, sizes, seed=5)
+    assert result.ok, result.message
+    return compiled
+
+
+def test_a_row_buffer_is_a_local_array_privatised_per_row_and_exact(tmp_path):
+    spec = _write(tmp_path, ROW_BUFFER)
+    program = load(spec)
+    assert [a.name for a in program.local_arrays] == ["t"]
+    assert [a.name for a in program.arrays] == ["a", "b"]  # the caller's arguments
+    scop = build_scop(program)
+    assert scop.array("t").kind == "local" and "t" in {a.name for a in scop.program_arrays}
+    compiled = _checked(spec, {"n": 37, "m": 23})
+    (expanded,) = compiled.expansion.expanded
+    assert (expanded.array, expanded.loops, expanded.copy_back) == ("t", ("i",), ())
+    arguments = {a.name: a.kind for a in compiled.program.arguments}
+    assert arguments["a"] == arguments["b"] == "array"
+    assert arguments[expanded.name] == "scratch" and "t" not in arguments
+    # the roofline counts a and b once each, nothing of the buffer
+    assert compulsory_bytes(scop, {"n": 37, "m": 23}) == 2 * 37 * 23 * 4
+
+
+def test_a_local_array_between_two_nests_lives_in_device_memory(tmp_path):
+    spec = _write(tmp_path, BETWEEN)
+    compiled = _checked(spec, {"n": 53})
+    assert not compiled.expansion.expanded
+    assert {a.name: a.kind for a in compiled.program.arguments}["w"] == "scratch"
+    assert len(compiled.kernels) == 2
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    # reads t[i - 1] before writing it at i = 1
+    ("""void f(int n, float a[n], float b[n])
+        {
+          float t[n];
+        #pragma scop
+          for (int i = 1; i < n; i++) {
+            t[i] = a[i];
+            b[i] = t[i - 1];
+          }
+        #pragma endscop
+        }""", r"k\.c:7: 't' is read before the region writes it .*t\[0\]"),
+    ("""void f(int n, float a[n], float b[n])
+        {
+          float t[4] = {0, 0, 0, 0};
+        #pragma scop
+          for (int i = 0; i < n; i++)
+            b[i] = a[i] + t[i % 4];
+        #pragma endscop
+        }""", r"k\.c:6: local array 't' has an initialiser"),
+    ("""void f(int n, float a[n], float b[n])
+        {
+          float t[n];
+          for (int i = 0; i < n; i++)
+            t[i] = 0;
+        #pragma scop
+          for (int i = 0; i < n; i++)
+            b[i] = a[i] + t[i];
+        #pragma endscop
+        }""", r"k\.c:5: .*before #pragma scop writes 't' \(a local array of the region\)"),
+    ("""void f(int n, float a[n], float b[n])
+        {
+        #pragma scop
+          for (int i = 0; i < n; i++) {
+            float t[2];
+            b[i] = a[i];
+          }
+        #pragma endscop
+        }""", r"k\.c:5: local array or pointer 't' inside #pragma scop: declare local "
+              r"arrays before the region"),
+])
+def test_local_arrays_the_region_cannot_use_are_refused_at_their_line(tmp_path, body,
+                                                                      message):
+    spec = _write(tmp_path, body)
+    with pytest.raises(UnsupportedError, match=message):
+        prepare(spec, params={"n": 9})
+
+
+def test_an_unused_initialised_local_array_is_none_of_polygpus_business(tmp_path):
+    spec = _write(tmp_path, """
+        void f(int n, float a[n], float b[n])
+        {
+          float lut[2] = {1, 2};
+        #pragma scop
+          for (int i = 0; i < n; i++)
+            b[i] = a[i] * 3.0f;
+        #pragma endscop
+          lut[0] = lut[1];
+        }""")
+    assert not load(spec).local_arrays
+    _checked(spec, {"n": 11})
+
+
+def test_the_command_line_checks_a_region_with_a_local_array(tmp_path):
+    spec = _write(tmp_path, ROW_BUFFER)
+    run = subprocess.run([sys.executable, "-m", "polygpu", "check", spec, "-p", "n=29",
+                          "-p", "m=17"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "ok" in run.stdout
+    bad = _write(tmp_path, """
+        void f(int n, float a[n], float b[n])
+        {
+          float t[n];
+        #pragma scop
+          for (int i = 0; i < n; i++)
+            b[i] = t[i];
+        #pragma endscop
+        }""", "bad.c")
+    run = subprocess.run([sys.executable, "-m", "polygpu", "check", bad, "-p", "n=8"],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and "bad.c:7: 't' is read before" in run.stderr
+    assert "Traceback" not in run.stderr
