@@ -14,11 +14,11 @@ __version__ = "0.1.0"
 
 from polygpu.errors import PolygpuError, UnsupportedError  # noqa: E402
 from polygpu.frontend.python_frontend import affine  # noqa: E402
-from polygpu.frontend.types import f32, f64, i32, i64  # noqa: E402
+from polygpu.frontend.types import f32, f64, i32, i64, local  # noqa: E402
 
 __all__ = [
-    "Kernel", "PolygpuError", "UnsupportedError", "affine", "f32", "f64", "i32", "i64", "optimize",
-    "__version__",
+    "Kernel", "PolygpuError", "UnsupportedError", "affine", "f32", "f64", "i32", "i64", "local",
+    "optimize", "__version__",
 ]
 
 

@@ -171,3 +171,42 @@ def test_the_command_line_checks_a_region_with_a_local_array(tmp_path):
                          capture_output=True, text=True)
     assert run.returncode == 2 and "bad.c:7: 't' is read before" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_a_python_kernels_local_array_is_the_same_region_local_buffer(tmp_path):
+    """``t = local(f32[m])`` at the top of an ``@affine`` body: the same local array as
+    C's (privatised, a scratch argument, exact); run as Python, ``local`` gives a
+    NaN-filled NumPy array (the reference never reads it before writing)."""
+    import numpy as np
+
+    from polygpu import f32, local
+
+    program = load("kernels/row_buffer.py:row_buffer")
+    assert [a.name for a in program.local_arrays] == ["t"]
+    assert [a.name for a in program.arrays] == ["a", "b"]
+    compiled = _checked("kernels/row_buffer.py:row_buffer", {"n": 19, "m": 13})
+    assert [e.array for e in compiled.expansion.expanded] == ["t"]
+    fresh = local(f32[3, 2])
+    assert fresh.shape == (3, 2) and fresh.dtype == np.float32 and np.isnan(fresh).all()
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("""    for i in range(n):
+        t = local(f32[n])
+        b[i] = a[i]""", r"k\.py:9: local arrays are declared at the top level"),
+    ("""    t = local(f32[n])
+    for i in range(n):
+        b[i] = t[i]""", r"k\.py:10: 't' is read before the region writes it"),
+    ("""    t = local(n)
+    for i in range(n):
+        b[i] = a[i]""", r"k\.py:8: a local array is declared as NAME = local"),
+])
+def test_python_local_arrays_used_wrongly_are_refused_at_their_line(tmp_path, body,
+                                                                    message):
+    path = tmp_path / "k.py"
+    path.write_text("from __future__ import annotations\n\n"
+                    "from polygpu import affine, f32, local\n\n\n"
+                    "@affine\n"
+                    "def f(n: int, a: f32[n], b: f32[n]):\n" + body + "\n")
+    with pytest.raises(UnsupportedError, match=message):
+        prepare(f"{path}:f", params={"n": 9})

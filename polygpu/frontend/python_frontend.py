@@ -221,7 +221,8 @@ class _Translator:
         self.param_names: set[str] = set()  # all arguments, also those not yet declared
         self.int_params: set[str] = set()
         self.value_params: dict[str, str] = {}  # non-integer scalar argument -> dtype
-        self.arrays: dict[str, ir.ArrayDecl] = {}
+        self.arrays: dict[str, ir.ArrayDecl] = {}  # the arguments', then local arrays
+        self.local_names: list[str] = []  # local arrays (``t = local(f32[m])``), in order
         self.scalars: list[ir.ScalarDecl] = []
         self.loop_names: set[str] = set()  # every name some loop iterates with
         self.temp_names: set[str] = set()
@@ -240,20 +241,50 @@ class _Translator:
     def function(self, fn: ast.FunctionDef) -> ir.Program:
         self.parameters(fn.args)
         self.check_signature(fn)
-        self.collect_names(fn.body)
+        statements = [s for s in fn.body if not self.local_array(s)]
+        self.collect_names(statements)
         self.temp_names -= self.loop_names
-        body = self.block(fn.body, top_level=True)
+        body = self.block(statements, top_level=True)
         return ir.Program(
             name=fn.name,
             file=self.path,
             loc=self.loc(fn),
             signature=tuple(self.signature),
             params=tuple(self.scalars),
-            arrays=tuple(self.arrays.values()),
+            arrays=tuple(a for a in self.arrays.values() if a.name not in self.local_names),
             temporaries=tuple(self.temps.values()),
             body=body,
             language="python",
+            local_arrays=tuple(self.arrays[n] for n in self.local_names),
         )
+
+    def local_array(self, s: ast.stmt) -> bool:
+        """Whether ``s``, a statement of the function body's top level, declares a local
+        array (``t = local(f32[m])``: region-local, docs/input-language.md), recording
+        it; elsewhere ``local`` is refused where it is called."""
+        if not (isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
+                and self.type_name(s.value.func) == "local"):
+            return False
+        call = s.value
+        if len(s.targets) != 1 or not isinstance(s.targets[0], ast.Name) or call.keywords \
+                or len(call.args) != 1 or not isinstance(call.args[0], ast.Subscript):
+            raise self.error("a local array is declared as NAME = local(f32[extents])", s)
+        name = s.targets[0].id
+        if name in self.arrays or name in self.param_names:
+            raise self.error(f"local array '{name}' shadows a parameter or another array", s)
+        reserved.check_name(name, "array", self.loc(s))
+        annotation = call.args[0]
+        element = ELEMENT_TYPES.get(self.type_name(annotation.value) or "")
+        if element is None:
+            raise self.error(f"local array '{name}': unsupported element type "
+                             f"'{ast.unparse(annotation.value)}' (expected f32, f64, i32 or "
+                             "i64)", s)
+        extents = annotation.slice
+        extents = extents.elts if isinstance(extents, ast.Tuple) else [extents]
+        shape = tuple(self.int_expr(e, f"shape of '{name}'", s) for e in extents)
+        self.arrays[name] = ir.ArrayDecl(name, element.dtype, shape, self.loc(s))
+        self.local_names.append(name)
+        return True
 
     def parameters(self, args: ast.arguments) -> None:
         for extra in (args.vararg, args.kwarg, *args.kwonlyargs):
@@ -736,6 +767,9 @@ class _Translator:
             raise self.error(
                 f"call to '{func}': Python's math module has no {func[5:]} (C has it); "
                 "use min/max or numpy.fmin/numpy.fmax", node)
+        if canonical is None and self.type_name(node.func) == "local":
+            raise self.error("local arrays are declared at the top level of the function "
+                             "body: NAME = local(f32[extents])", node)
         if canonical is None:
             raise self.error(
                 f"call to '{func}': only pure math functions are allowed (a call may have "

@@ -65,3 +65,19 @@ i64 = ElementType("i64", "int64")
 
 #: Annotation spellings the frontend understands, by the name written in the source.
 ELEMENT_TYPES = {t.name: t for t in (f32, f64, i32, i64)}
+
+
+def local(array: ArrayType) -> Any:
+    """A local array of an ``@affine`` function (``t = local(f32[m])``, at the top of
+    its body): region-local scratch the region writes before it reads (the frontend
+    proves it), never returned.  Run as Python -- the reference -- it is a NumPy array
+    of that type and shape, filled with NaN (or -1 for integers) so that nothing can
+    depend on its initial contents."""
+    import numpy as np
+
+    if not isinstance(array, ArrayType):
+        raise TypeError(f"local() takes an array type such as f32[n], not {array!r}")
+    dtype = np.dtype(array.dtype)
+    fill = np.nan if dtype.kind == "f" else -1
+    return np.full(tuple(int(e) for e in array.shape), fill, dtype=dtype)
+
