@@ -210,3 +210,46 @@ def test_python_local_arrays_used_wrongly_are_refused_at_their_line(tmp_path, bo
                     "def f(n: int, a: f32[n], b: f32[n]):\n" + body + "\n")
     with pytest.raises(UnsupportedError, match=message):
         prepare(f"{path}:f", params={"n": 9})
+
+
+BIG = """
+void big(int n, int m, double a[n][m], double b[n][m])
+{
+  double w[n][m];
+#pragma scop
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < m; j++)
+      w[i][j] = a[i][j] * 2.0;
+  for (int i = 0; i < n; i++)
+    for (int j = 0; j < m; j++)
+      b[i][j] = w[n - 1 - i][j] + 1.0;
+#pragma endscop
+}
+"""
+
+
+def test_the_reference_gives_large_local_arrays_a_stack_of_their_size(tmp_path):
+    """C puts local arrays on the stack: 16 MB of them passes the 8 MB a process's
+    main thread has (a crash, formerly); the reference runs the function on a thread
+    whose stack is sized for them -- exact -- and refuses beyond its limit."""
+    import numpy as np
+
+    from polygpu.errors import PolygpuError
+    from polygpu.runtime import reference
+
+    spec = _write(tmp_path, BIG)
+    program = load(spec)
+    rng = np.random.default_rng(1)
+    values = {"n": 2000, "m": 1000, "a": rng.random((2000, 1000)),
+              "b": np.zeros((2000, 1000))}
+    reference.run_reference(program, values)
+    assert np.array_equal(values["b"], values["a"][::-1] * 2.0 + 1.0)
+    small = {"n": 3, "m": 2, "a": np.ones((3, 2)), "b": np.zeros((3, 2))}
+    limit = reference.LOCAL_STACK_LIMIT
+    try:
+        reference.LOCAL_STACK_LIMIT, trusted = 16, reference.LOCAL_STACK_TRUSTED
+        reference.LOCAL_STACK_TRUSTED = 8
+        with pytest.raises(PolygpuError, match="local arrays of big take"):
+            reference.run_reference(program, small)
+    finally:
+        reference.LOCAL_STACK_LIMIT, reference.LOCAL_STACK_TRUSTED = limit, trusted

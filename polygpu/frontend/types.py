@@ -80,4 +80,3 @@ def local(array: ArrayType) -> Any:
     dtype = np.dtype(array.dtype)
     fill = np.nan if dtype.kind == "f" else -1
     return np.full(tuple(int(e) for e in array.shape), fill, dtype=dtype)
-

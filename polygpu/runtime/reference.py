@@ -54,6 +54,7 @@ import ctypes
 import importlib.util
 import os
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -62,6 +63,7 @@ import numpy as np
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
 from polygpu.runtime import compiler
+from polygpu.runtime.inputs import eval_int
 
 # -O3 without -ffast-math keeps every floating-point operation and its order (gcc does not
 # reassociate or contract without FMA in the target); its loop interchange makes the
@@ -374,9 +376,59 @@ def _call(program, library, values, precision: str) -> None:
         raise PolygpuError(f"{program.file}: function {program.name} is not exported (static?)")
     fn.restype = None
     fn.argtypes = argtypes
-    fn(*args)
+    _on_a_stack_for_locals(program, values, precision, lambda: fn(*args))
     for original, c in copies:
         original[...] = c
+
+
+# the calling thread's stack is trusted with this many bytes of a function's local
+# arrays (of the usual 8 MB); more run on a thread with a stack sized for them, up to
+# LOCAL_STACK_LIMIT
+LOCAL_STACK_TRUSTED = 4 << 20
+LOCAL_STACK_LIMIT = 64 << 30
+_STACK_MARGIN = 16 << 20
+
+
+def _on_a_stack_for_locals(program, values, precision: str, call) -> None:
+    """Run ``call`` (the C function) where its local arrays fit: C puts them on the
+    stack, and at GPU sizes they can pass the calling thread's (a crash, not an
+    error); then on a thread whose stack is sized for them (mapped lazily).  Beyond
+    :data:`LOCAL_STACK_LIMIT`, bad input."""
+    size = {"float64": 8, "float32": 4, "longdouble": np.dtype(np.longdouble).itemsize}
+    need = 0
+    for a in program.local_arrays:
+        points = 1
+        for e in a.shape:
+            points *= max(eval_int(e, values), 0)
+        element = size[precision] if a.dtype.startswith("float") else \
+            np.dtype(a.dtype).itemsize
+        need += points * element
+    if need <= LOCAL_STACK_TRUSTED:
+        call()
+        return
+    if need > LOCAL_STACK_LIMIT:
+        raise PolygpuError(
+            f"{program.file}: the local arrays of {program.name} take {need / 2**30:.1f} "
+            f"GiB at these sizes, more than the {LOCAL_STACK_LIMIT >> 30} GiB stack the "
+            "reference gives them: check at smaller sizes, or pass them as parameters")
+    stack = -(-(need + _STACK_MARGIN) // (1 << 16)) << 16
+    failed: list[BaseException] = []
+
+    def run():
+        try:
+            call()
+        except BaseException as e:  # noqa: BLE001 -- raised again in the caller
+            failed.append(e)
+
+    worker = threading.Thread(target=run, name="polygpu-reference")
+    previous = threading.stack_size(stack)  # (read when the thread starts)
+    try:
+        worker.start()
+    finally:
+        threading.stack_size(previous)
+    worker.join()
+    if failed:
+        raise failed[0]
 
 
 # mode -> (prelude after the headers and extras, text after the file, flags, file stem, what)
