@@ -155,8 +155,8 @@ def _shared_accumulator(c: Compiled) -> str:
 
 def _beyond_memory(c: Compiled, params: Mapping[str, int], limits: Limits) -> str:
     """Why a plan whose scratch arrays (a relayout's twins, expanded temporaries, local
-    arrays) do not
-    fit in the device's memory beside the caller's arrays cannot run ("" if they fit):
+    arrays) do not fit in the device's memory beside the caller's arrays cannot run
+    ("" if they fit):
     the device layer would refuse it for want of memory, so the default must not take
     it.  Unknown extents count as zero; a region whose own arrays do not fit is left to
     the device layer (no plan of it could run)."""

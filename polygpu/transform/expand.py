@@ -7,7 +7,8 @@ dependences from every iteration to the next, so no schedule may run them in
 parallel.  Giving every iteration its own copy -- ``pg_x_temp2[i][j]``,
 ``pg_x_sum[r][q][p]`` -- removes those dependences without changing a single value.
 
-Which arrays (:func:`expand_temporaries`): every scalar temporary, and every written
+Which arrays (:func:`expand_temporaries`): every scalar temporary and local array (one
+declared in the function: the caller never sees it, so no copy-back), and every written
 argument array all of whose accesses lie inside one common loop nest.  Along which
 loops: those common loops ``l`` such that
 
