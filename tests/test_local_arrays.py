@@ -1,7 +1,8 @@
 """Local arrays (issue 23's temporaries): arrays declared in the function before the
-region (C) or with ``local`` at the top of its body (Python) are region-local -- allocated by the runtime, privatised where each iteration
-writes before it reads, never compared by the checker, refused where the region reads an
-element before writing it -- and exact on the emulator."""
+region (C) or with ``local`` at the top of its body (Python) are region-local --
+allocated by the runtime, privatised where each iteration writes before it reads, never
+compared by the checker, refused where the region reads an element before writing it --
+and exact on the emulator."""
 
 from __future__ import annotations
 
