@@ -22,6 +22,7 @@ import islpy as isl
 
 from polygpu.errors import PolygpuError, SourceLoc, UnsupportedError
 from polygpu.frontend import ir
+from polygpu.model.isl_util import unsourced_reads
 from polygpu.model.scop import Access, Array, Loop, Scop, Statement
 
 _INT_DTYPES = ("int32", "int64")
@@ -192,17 +193,13 @@ class _ScopBuilder:
         b = _Builder(self.params, ())
         context = b.universe()
         arrays = []
-        for decl in self.program.arrays:
+        declared = [(d, "argument") for d in self.program.arrays] + \
+            [(d, "local") for d in self.program.local_arrays]
+        for decl, kind in declared:
             extents = tuple(b.int_expr(e, decl.loc) for e in decl.shape)
             for e in extents:
                 context = context.intersect(e.ge_set(b.const(1)))
-            arrays.append(self._array(decl.name, decl.dtype, extents, decl.shape, "argument",
-                                      decl.loc))
-        for decl in self.program.local_arrays:
-            extents = tuple(b.int_expr(e, decl.loc) for e in decl.shape)
-            for e in extents:
-                context = context.intersect(e.ge_set(b.const(1)))
-            arrays.append(self._array(decl.name, decl.dtype, extents, decl.shape, "local",
+            arrays.append(self._array(decl.name, decl.dtype, extents, decl.shape, kind,
                                       decl.loc))
         for t in self.program.temporaries:
             arrays.append(self._array(t.name, t.dtype, (), (), "temporary", t.loc))
@@ -496,9 +493,8 @@ def require_local_arrays_written(scop: Scop) -> None:
     for a in scop.accesses:
         if a.kind != "read" or a.array not in local:
             continue
-        read = isl.UnionMap.from_map(a.relation)
-        sourced = read.apply_range(writes.reverse()).intersect(earlier).domain()
-        unsourced = read.subtract_domain(sourced).range()
+        unsourced = unsourced_reads(isl.UnionMap.from_map(a.relation), writes,
+                                    earlier).range()
         if not unsourced.is_empty():
             where = isl.Set.from_union_set(unsourced).intersect_params(scop.context)
             if where.is_empty():

@@ -103,6 +103,15 @@ def detached(x: isl.Map | isl.Set | isl.UnionMap | isl.UnionSet):
     return result
 
 
+def unsourced_reads(read: isl.UnionMap, writes: isl.UnionMap, earlier: isl.UnionMap
+                    ) -> isl.UnionMap:
+    """``read`` (instance -> element) restricted to the instances no earlier write of
+    their element precedes: the values it takes from before the region.  ``earlier``:
+    instance -> the instances before it (``schedule.lex_gt_union_map(schedule)``)."""
+    sourced = read.apply_range(writes.reverse()).intersect(earlier).domain()
+    return read.subtract_domain(sourced)
+
+
 def max_int_val(pa: isl.PwAff) -> isl.Val:
     """The maximum of ``pa`` over the integer points of its domain, for a ``pa`` that
     takes integer values there (a bound, an extent): isl's ``max_val`` refuses

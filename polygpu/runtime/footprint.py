@@ -23,7 +23,7 @@ import numpy as np
 
 from polygpu.errors import PolygpuError
 from polygpu.model.dependences import coalesce
-from polygpu.model.isl_util import sets_of
+from polygpu.model.isl_util import sets_of, unsourced_reads
 from polygpu.model.scop import Scop
 
 
@@ -90,8 +90,7 @@ def _live_in_by_order(scop: Scop, writes: isl.UnionMap,
         if a.kind != "read":
             continue
         read = fixed(isl.UnionMap.from_map(a.relation))
-        sourced = read.apply_range(writes.reverse()).intersect(earlier).domain()
-        result = result.union(read.subtract_domain(sourced).range())
+        result = result.union(unsourced_reads(read, writes, earlier).range())
     return result
 
 
