@@ -593,9 +593,9 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             bodies.append(_block_loops(kernel, grid, body, itype,
                                        block_threads // elements, barrier, threads))
             continue
+        launch = _launch_bounds(kernel.block_threads, kernel.min_blocks)
         decl = cgen.FunctionDeclaration(
-            cgen.Value("__global__ void",
-                       f"__launch_bounds__({_launch_bounds(kernel)}) {name}"),
+            cgen.Value("__global__ void", f"__launch_bounds__({launch}) {name}"),
             _parameter_list(scop, args))
         schedule_text = "\n".join(f"//   {m}" for m in
                                   str(kernel.schedule).split("; "))
@@ -719,11 +719,10 @@ _LANE = "pg_lane"  # a launched kernel's lane among those of its thread (Variant
 _C_FUNCTIONS = frozenset({"min", "max", "floord"})  # in isl's printed loop bounds
 
 
-def _launch_bounds(kernel: TiledKernel) -> str:
+def _launch_bounds(threads: int, min_blocks: int) -> str:
     """``__launch_bounds__``'s arguments: the block's threads, and the blocks an SM
-    ptxas is to leave room for where the variant asks (``Variant.min_blocks``)."""
-    bounds = str(kernel.block_threads)
-    return f"{bounds}, {kernel.min_blocks}" if kernel.min_blocks else bounds
+    ptxas is to leave room for where the variant asks (``Variant.min_blocks``; 0: no)."""
+    return f"{threads}, {min_blocks}" if min_blocks else str(threads)
 
 
 def _group_mask(width: int) -> str:
@@ -950,11 +949,9 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
     else:
         body += emitter.node(ast)
     # (one function runs every kernel: the most blocks any of them asks room for)
-    wanted = max(k.min_blocks for k in kernels)
-    min_blocks = f", {wanted}" if wanted else ""
+    launch = _launch_bounds(block_threads, max(k.min_blocks for k in kernels))
     decl = cgen.FunctionDeclaration(
-        cgen.Value("__global__ void",
-                   f"__launch_bounds__({block_threads}{min_blocks}) {scop.function}_steps"),
+        cgen.Value("__global__ void", f"__launch_bounds__({launch}) {scop.function}_steps"),
         _parameter_list(scop, args, host=False))
     what = ("one block per element of the batch, each running its element's steps in "
             "order" if grid_dims else "one block, each host step's kernels in order")

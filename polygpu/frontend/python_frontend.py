@@ -273,16 +273,7 @@ class _Translator:
         if name in self.arrays or name in self.param_names:
             raise self.error(f"local array '{name}' shadows a parameter or another array", s)
         reserved.check_name(name, "array", self.loc(s))
-        annotation = call.args[0]
-        element = ELEMENT_TYPES.get(self.type_name(annotation.value) or "")
-        if element is None:
-            raise self.error(f"local array '{name}': unsupported element type "
-                             f"'{ast.unparse(annotation.value)}' (expected f32, f64, i32 or "
-                             "i64)", s)
-        extents = annotation.slice
-        extents = extents.elts if isinstance(extents, ast.Tuple) else [extents]
-        shape = tuple(self.int_expr(e, f"shape of '{name}'", s) for e in extents)
-        self.arrays[name] = ir.ArrayDecl(name, element.dtype, shape, self.loc(s))
+        self.arrays[name] = self.array_type(name, call.args[0], s, "local array")
         self.local_names.append(name)
         return True
 
@@ -330,21 +321,27 @@ class _Translator:
                                  self.arrays)
 
     def array_parameter(self, name: str, annotation: ast.Subscript, arg: ast.arg) -> None:
+        self.arrays[name] = self.array_type(name, annotation, arg, "parameter")
+
+    def array_type(self, name: str, annotation: ast.Subscript, where: ast.AST,
+                   what: str) -> ir.ArrayDecl:
+        """The array ``name`` of type ``annotation`` (``f32[n, m]``; extents may be
+        strings) declared at ``where``; ``what`` it is, for errors."""
         element = ELEMENT_TYPES.get(self.type_name(annotation.value) or "")
         if element is None:
             raise self.error(
-                f"parameter '{name}': unsupported array element type "
+                f"{what} '{name}': unsupported array element type "
                 f"'{ast.unparse(annotation.value)}' (expected f32, f64, i32 or i64)",
-                arg,
+                where,
             )
         extents = annotation.slice
         extents = extents.elts if isinstance(extents, ast.Tuple) else [extents]
         shape = []
         for extent in extents:
             if isinstance(extent, ast.Constant) and isinstance(extent.value, str):
-                extent = self.parse_string(extent.value, arg)
-            shape.append(self.int_expr(extent, f"shape of '{name}'", arg))
-        self.arrays[name] = ir.ArrayDecl(name, element.dtype, tuple(shape), self.loc(arg))
+                extent = self.parse_string(extent.value, where)
+            shape.append(self.int_expr(extent, f"shape of '{name}'", where))
+        return ir.ArrayDecl(name, element.dtype, tuple(shape), self.loc(where))
 
     @staticmethod
     def type_name(node: ast.expr) -> str | None:
