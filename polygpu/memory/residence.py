@@ -25,6 +25,11 @@ element is a ``block`` dimension), so another block neither writes what this one
 nor reads what it writes.  The copies are guarded by the exact footprints: only read
 elements are loaded, only written ones stored.
 
+Temporaries (local arrays, transform/'s scratch arrays) are contracted: resident, they
+are neither loaded nor stored -- the block computes every value it reads, and nothing
+reads them after it -- so a chain of per-element functions fused into one block's steps
+keeps its intermediates on chip (seed 003).
+
 Arrays left in global memory, with the reason: targets of atomic updates (shared
 updates would race without atomics), arrays a kernel stages in a shared buffer of its
 own (references outside that kernel would go elsewhere), footprints without a constant
@@ -46,6 +51,12 @@ from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 
 PREFIX = "pg_res_"  # a resident buffer's C name: PREFIX + the array's
+# kinds of arrays whose values neither come from before the region nor outlive it: a
+# local array (model/build.py proves each read sourced in the region) and a scratch
+# array of transform/ (written in the region before any read, never returned).  A
+# device-steps program is one launch, so nothing after the block reads them either: a
+# resident one lives in shared memory alone (array contraction, seed 003)
+TEMPORARY = ("local", "scratch")
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,8 @@ def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
                          "(specialize the sizes)"))
             continue
         padding, decision = _padding(scop, kernels, array, box)
+        if array.kind in TEMPORARY:  # contracted: never loaded, never stored
+            reads = writes = None
         found.append(Buffer(-1, array.name, "shared", PREFIX + array.name, array.dtype, 0,
                             box, padding, reads, writes, decision,
                             statements=frozenset(s.name for s in scop.statements)))

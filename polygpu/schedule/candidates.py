@@ -103,8 +103,13 @@ def candidates(an: Analysis, limit: int = 8, host_loops: bool = True
             kept.append(tr)
     kept = [tr for tr in kept if not any(_dominates(k, tr) for k in kept)]
     kept.sort(key=lambda tr: rank_key(an, tr))  # stable: ties keep the search order
+    # nests fused over their elements after the ``limit`` others, beside them (a plan of
+    # another kind -- its worth is the cost model's and the measurement's call -- which
+    # leaves the others' numbers, recorded variants', as they were)
+    fused = [tr for tr in kept if tr.host is not None and tr.host.kind == "fused batch"]
+    kept = [tr for tr in kept if tr not in fused][:limit] + fused[:1]
     if kept:
-        return tuple(kept[:limit])
+        return tuple(kept)
     safety_net = algorithm1.sequential(an)
     prove_legal(an.dependences, transformation_schedule(safety_net))  # never fails
     return (safety_net,)

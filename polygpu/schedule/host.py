@@ -37,6 +37,14 @@ Four kinds of ``H`` are proposed (:func:`host_schedules`):
   thread inside its step.  It is proposed only where an element has steps of its own:
   without them the ordinary mappings already give one element to a block or a group
   of threads.
+* ``fused batch`` -- the same over *several* nests, each with its own outermost
+  parallel loop over the elements (seed 003's chain of per-element functions joined by
+  intermediate arrays): the element loops aligned, ``[e, position, ..]``, so one block
+  (or a group of threads) runs every nest's instances of its element, a barrier after
+  each nest -- the fusion of nests of different granularities (threads per element) in
+  one kernel, their intermediates resident in shared memory
+  (:mod:`polygpu.memory.residence`).  Proposed only where no dependence crosses
+  elements; ranked after every other candidate (the fusion search prices it).
 
 Nothing here is trusted: the scheduler proves every host transformation against the
 original dependences (host dimensions as global barriers) before offering it.
@@ -64,12 +72,12 @@ class HostSchedule:
 
     schedule: isl.UnionMap
     names: tuple[str, ...]
-    kind: str  # 'loops' | 'wavefront' | 'isl' | 'batch'
+    kind: str  # 'loops' | 'wavefront' | 'isl' | 'batch' | 'fused batch'
 
     @property
     def grid_dims(self) -> int:
         """Leading dimensions that are thread blocks, not steps (``batch``: one)."""
-        return 1 if self.kind == "batch" else 0
+        return 1 if self.kind in ("batch", "fused batch") else 0
 
     def of(self, statement: str) -> isl.Map:
         for m in maps_of(self.schedule):
@@ -141,12 +149,18 @@ def _loop_prefix(an: Analysis, batch: bool) -> HostSchedule | None:
     statements = [s for s in scop.statements if not s.domain.is_empty()]
     sequential = {lp.loop for lp in an.loops if not lp.parallel and not lp.reduction}
     first = 0
+    several = False
     if batch:
         parallel = {lp.loop for lp in an.loops if lp.parallel}
         outer = {s.loops[0] if s.loops else None for s in statements}
-        if len(outer) != 1 or None in outer or not outer <= parallel:
+        if not outer or None in outer or not outer <= parallel:
             return None
         first = 1
+        # several nests, each over the elements (seed 003's chain of per-element
+        # functions): their element loops are aligned, one block runs every nest's
+        # instances of its element in the nests' order -- the fusion of nests of any
+        # granularity, a barrier between them
+        several = len(outer) > 1
         # a sequential loop with no parallel loop inside it (a substitution's rows)
         # runs on one thread, in its kernel's time loops: no barrier steps
         threaded = {lp for t in statements for d, lp in enumerate(t.loops)
@@ -159,7 +173,7 @@ def _loop_prefix(an: Analysis, batch: bool) -> HostSchedule | None:
             m += 1
         host_depth[s.name] = m
     g = max(host_depth.values(), default=0)
-    if g == first:
+    if g == first and not several:
         return None
     maps = []
     for s in statements:
@@ -167,11 +181,37 @@ def _loop_prefix(an: Analysis, batch: bool) -> HostSchedule | None:
         # inside all g host loops: [c0, i0, .., c{g-1}, i{g-1}] -- the statement order
         # inside the innermost host loop is left to the per-step scheduler; with fewer,
         # the position after its last host loop orders it among the deeper steps
-        maps.append(_prefix(s, 2 * m if m == g else 2 * m + 1, 2 * g))
+        prefix = _prefix(s, 2 * m if m == g else 2 * m + 1, 2 * g)
+        if several:  # the element first, the nest's position a step: [i0, c0, ..]
+            prefix = prefix.apply_range(_swap_first_two(2 * g, prefix.get_space()))
+        maps.append(prefix)
     maps = _drop_constant_dims(maps)
+    if several and not _within_elements(an, maps):
+        return None
     names = _free_names(scop, maps[0].dim(isl.dim_type.out))
     return HostSchedule(union_of(maps, scop.context.get_space()), names,
-                        "batch" if batch else "loops")
+                        ("fused batch" if several else "batch") if batch else "loops")
+
+
+def _swap_first_two(width: int, space: isl.Space) -> isl.Map:
+    """``[o0, o1, o2, ..] -> [o1, o0, o2, ..]`` over ``width`` dimensions."""
+    names = [f"o{k}" for k in range(width)]
+    swapped = [names[1], names[0]] + names[2:]
+    params = ", ".join(space.get_var_names(isl.dim_type.param))
+    return isl.Map(f"[{params}] -> {{ [{', '.join(names)}] -> [{', '.join(swapped)}] }}")
+
+
+def _within_elements(an: Analysis, maps: list[isl.Map]) -> bool:
+    """Whether every dependence of ``an`` joins instances of one element (the first
+    dimension of ``maps``): aligned nests whose dependences cross elements (gemver's
+    ``x[i]`` reading a column ``A[j][i]``) are no batch."""
+    element = union_of([m.project_out(isl.dim_type.out, 1, m.dim(isl.dim_type.out) - 1)
+                        for m in maps], an.scop.context.get_space())
+    deps = an.dependences.union()
+    if deps.is_empty():
+        return True
+    crossing = deps.apply_domain(element).apply_range(element)
+    return all(m.is_subset(isl.Map.identity(m.get_space())) for m in maps_of(crossing))
 
 
 def _loop_deltas(an: Analysis, stmts: list[Statement]) -> list[tuple[isl.Set, int]]:

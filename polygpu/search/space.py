@@ -118,10 +118,14 @@ def _value(pa: isl.PwAff, params: Mapping[str, int]) -> int:
 
 
 def shapes(prepared: Prepared, params: Mapping[str, int], limit: int) -> list[Shape]:
-    """Mapped dimensions and their extents of the first ``limit`` candidates."""
+    """Mapped dimensions and their extents of the first ``limit`` candidates, and of a
+    ``fused batch`` candidate beyond them (schedule/candidates.py ranks it after the
+    others: a plan of another kind, which the model and the search price)."""
     an = prepared.analysis
     result = []
-    for c, tr in enumerate(prepared.candidates[:limit]):
+    for c, tr in enumerate(prepared.candidates):
+        if c >= limit and (tr.host is None or tr.host.kind != "fused batch"):
+            continue
         step = tr.step or an  # with host loops: the kernels of one step
         kernels = tile(step.scop, step.dependences_with(tr.atomic), tr,
                        Variant(candidate=c, tile=(1,), threads=(1,)))
