@@ -166,11 +166,12 @@ def markdown(data: dict) -> str:
         ni = row["ni"]
         roof_ms = ni * BYTES_PER_INSTANCE / ((rate or 3000) * 1e9) * 1e3
         eager = row.get("eager_ms")
+        error = f" ({row['compile_error']})" if "compile_error" in row else ""
         lines += [f"## ni = {ni}", "",
                   f"torch eager {cell(eager)} ms, torch.compile "
-                  f"{cell(row.get('compile_ms'))} ms{' (' + row['compile_error'] + ')' if 'compile_error' in row else ''}; "
-                  f"roofline {roof_ms:.3f} ms.", "",
-                  "| plan | fused | launches | predicted ms | ms | G instances/s | roofline | x unfused | x torch eager | check |",
+                  f"{cell(row.get('compile_ms'))} ms{error}; roofline {roof_ms:.3f} ms.", "",
+                  "| plan | fused | launches | predicted ms | ms | G instances/s | roofline "
+                  "| x unfused | x torch eager | check |",
                   "|---|---|--:|--:|--:|--:|--:|--:|--:|---|"]
         # polygpu's best unfused plan: the fastest measured plan that is not fused
         unfused = min((e["ms"] for e in row["plans"].values()
