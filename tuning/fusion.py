@@ -10,7 +10,8 @@ Plans, each checked against the original nest on the device at ni = 37 first (an
 * ``default``: what ``compile -p`` picks (``search/plan_model.py``);
 * ``unfused``: the model's best plan among the scheduler candidates that launch one
   kernel per group of nests, their intermediates through DRAM (every candidate but the
-  ``fused batch``);
+  ``fused batch``), and ``unfusedK`` its next ``--unfused`` ones (the table's "x
+  unfused" is against the fastest measured);
 * ``fused``: the model's best plan of the ``fused batch`` candidate -- every nest's
   instances of one element in one block (or a group of a block's threads), a barrier
   between the nests, the intermediates contracted into shared memory
@@ -77,6 +78,9 @@ def plans(prepared, sizes: dict, args) -> list[tuple[str, object, float | None]]
     best_fused = next((r for r in ranked if fused(prepared, r.variant)), None)
     if unfused is not None:
         out.append(("unfused", unfused.variant, unfused.seconds))
+    # the model's next unfused plans: "polygpu's best unfused plan" is the best measured
+    others = [r for r in ranked if not fused(prepared, r.variant)][1:1 + args.unfused]
+    out += [(f"unfused{k + 1}", r.variant, r.seconds) for k, r in enumerate(others)]
     if best_fused is not None:
         out.append(("fused", best_fused.variant, best_fused.seconds))
         if best_fused.variant.resident:  # the same plan, its intermediates in DRAM
@@ -200,6 +204,8 @@ def main(argv=None) -> int:
     p.add_argument("--elements", type=int, nargs="*", default=[1, 2, 8, 16],
                    help="also time the fused plan with these elements a block")
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--unfused", type=int, default=4, metavar="K",
+                   help="also time the model's next K unfused plans (default 4)")
     p.add_argument("--mappings", action="store_true",
                    help="also check and time every plan the model ranked")
     p.add_argument("--check-full", action="store_true",
