@@ -50,6 +50,7 @@ from allpairs import cell, checked, time_program  # noqa: E402
 from batched import TORCH_TIMING, copy_rate  # noqa: E402
 from polybench import _median_ms, _torch  # noqa: E402
 
+from polygpu.codegen import cuda  # noqa: E402
 from polygpu.pipeline import compile_variant, prepare  # noqa: E402
 from polygpu.runtime.device import get_device  # noqa: E402
 from polygpu.schedule.variant import Variant  # noqa: E402
@@ -213,9 +214,14 @@ def main(argv=None) -> int:
     p.add_argument("--also", metavar="JSON",
                    help='further variants to check and time: a list of {"variant": {...}} '
                    'with an optional "name"')
+    p.add_argument("--block-copies-below", type=int, metavar="THREADS",
+                   help="probe: groups narrower than this copy their resident buffers "
+                   "with the whole block (codegen/cuda.py BLOCK_COPIES_BELOW; 0: never)")
     p.add_argument("--out")
     args = p.parse_args(argv)
     args.also_variants = json.loads(Path(args.also).read_text()) if args.also else []
+    if args.block_copies_below is not None:  # a probe of the code generator's rule
+        cuda.BLOCK_COPIES_BELOW = args.block_copies_below
     device = get_device(args.backend)
     rows = [run_size(ni, args, device) for ni in ([53] if args.small else args.ni)]
     data = {"gpu": getattr(device, "name", args.backend),

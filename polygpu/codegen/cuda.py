@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import cgen
 import islpy as isl
@@ -855,7 +855,13 @@ def group_threads(kernels: tuple[TiledKernel, ...], plan: MemoryPlan | None,
 
 
 _MASK = "pg_mask"  # the lanes of this thread's element group (__syncwarp's mask)
-_GROUP = "pg_group"  # which of the block's elements this thread works on
+_GROUP = staging.GROUP  # which of the block's elements this thread works on
+# groups of fewer threads than this copy their resident buffers with the whole block
+# (staging.resident_copy): on the H200 8-thread groups over seed 003's 3 x 3 and 5 x 5
+# elements ran the chain at 1.29 ms with block copies (2^22 instances,
+# tuning/results/NVIDIA-H200/fusion.md); a warp per element copies its own element --
+# block copies there cost the batched Cholesky 4 % at n = 64 (4.85 against 4.67 ms)
+BLOCK_COPIES_BELOW = 32
 
 
 def _lanes(threads: int, elements: int) -> tuple[int, str]:
@@ -945,7 +951,7 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
     body += bind
     if resident:
         body += _resident(scop, resident, group, itype != "int", dynamic,
-                          emitter.node(ast), elements, barrier)
+                          emitter.node(ast), elements, barrier, bind)
     else:
         body += emitter.node(ast)
     # (one function runs every kernel: the most blocks any of them asks room for)
@@ -963,12 +969,16 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
 
 
 def _resident(scop: Scop, resident: list, threads: int, index64: bool, dynamic: bool,
-              steps: list, elements: int = 1, barrier: str = "__syncthreads()") -> list:
+              steps: list, elements: int = 1, barrier: str = "__syncthreads()",
+              bind: Sequence = ()) -> list:
     """``steps`` between the copies of the resident buffers: declarations, copy-ins of
     what is read, a barrier, the steps (each ends with a barrier), copy-outs of what is
     written.  ``threads``: those of one element; with several ``elements`` per block
     each buffer is declared once per element and named, for the group's code, by a
-    pointer to its group's copy."""
+    pointer to its group's copy; groups narrower than :data:`BLOCK_COPIES_BELOW` threads
+    copy every group's buffers together, the whole block at once
+    (``staging.resident_copy``; ``bind`` declares a group's element), a block barrier
+    between the copies and the groups' steps."""
     printer = Printer({a.name: a.shape_exprs for a in scop.program_arrays}, frozenset(),
                       {}, index64=index64)
     known = scop.context
@@ -980,15 +990,23 @@ def _resident(scop: Scop, resident: list, threads: int, index64: bool, dynamic: 
         out += staging.declarations(resident, dynamic)
     else:
         out += staging.group_declarations(resident, dynamic, elements, _GROUP)
-    for b in resident:
+    together = elements > 1 and threads < BLOCK_COPIES_BELOW
+    pointers = staging.group_pointers(resident, dynamic, elements, _GROUP) \
+        if together else [None] * len(resident)
+    copied = elements if together else 1
+    # copies by the whole block need a block barrier on either side of the steps
+    copies = "__syncthreads()" if together else barrier
+    for b, pointer in zip(resident, pointers, strict=True):
         if b.reads is not None:
-            out += staging.resident_copy(b, printer, "in", threads, known)
-    out.append(cgen.Statement(barrier))
+            out += staging.resident_copy(b, printer, "in", threads, known, copied,
+                                         [*bind, pointer])
+    out.append(cgen.Statement(copies))
     out += steps
-    out.append(cgen.Statement(barrier))
-    for b in resident:
+    out.append(cgen.Statement(copies))
+    for b, pointer in zip(resident, pointers, strict=True):
         if b.writes is not None:
-            out += staging.resident_copy(b, printer, "out", threads, known)
+            out += staging.resident_copy(b, printer, "out", threads, known, copied,
+                                         [*bind, pointer])
     return out
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 import cgen
 import islpy as isl
@@ -56,6 +57,7 @@ from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 
 TID = "pg_tid"
+GROUP = "pg_group"  # which of a block's elements a thread works on (device steps)
 DYNAMIC = "pg_dynamic_shared"
 
 
@@ -143,6 +145,22 @@ def group_declarations(buffers: list[Buffer], dynamic: bool, elements: int,
     """Shared ``buffers`` once per element of a block (``elements`` groups), each
     named by a pointer to the copy of the thread's group (``group``: its index)."""
     out = []
+    for b, pointer in zip(buffers, group_pointers(buffers, dynamic, elements, group),
+                          strict=True):
+        if not dynamic:
+            ctype = ir.DTYPES[b.dtype][0]
+            dims = "".join(f"[{e}]" for e in b.row_extents)
+            out.append(cgen.Line(
+                f"__shared__ __align__(16) {ctype} {b.name}_all[{elements}]{dims};"))
+        out.append(pointer)
+    return out
+
+
+def group_pointers(buffers: list[Buffer], dynamic: bool, elements: int,
+                   group: str) -> list:
+    """Per buffer of :func:`group_declarations`, the line naming group ``group``'s copy
+    (also what a block-wide copy binds per element it moves)."""
+    out = []
     offset = 0
     for b in buffers:
         ctype = ir.DTYPES[b.dtype][0]
@@ -151,9 +169,6 @@ def group_declarations(buffers: list[Buffer], dynamic: bool, elements: int,
             base = f"{DYNAMIC} + {offset} + {b.aligned_bytes} * {group}"
             offset += b.aligned_bytes * elements
         else:
-            dims = "".join(f"[{e}]" for e in b.row_extents)
-            out.append(cgen.Line(
-                f"__shared__ __align__(16) {ctype} {b.name}_all[{elements}]{dims};"))
             base = f"{b.name}_all[{group}]"
         out.append(cgen.Line(f"{ctype} (*{b.name}){inner} = "
                              f"reinterpret_cast<{ctype} (*){inner}>({base});"))
@@ -446,11 +461,19 @@ def _vector_dealt(buffer: Buffer, threads: int, width: int, size: int, unpack: l
 
 
 def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int,
-                  known: isl.Set) -> list:
+                  known: isl.Set, elements: int = 1, rebind: Sequence = ()) -> list:
     """Copy-in (global -> buffer, where read) or copy-out (buffer -> global, where
     written) of a resident buffer (:mod:`polygpu.memory.residence`): its box linearised
     and dealt cyclically to the block's ``threads`` threads, guarded by the exact
-    footprint within the parameter set ``known``; ``printer`` prints global offsets."""
+    footprint within the parameter set ``known``; ``printer`` prints global offsets.
+
+    With ``elements`` > 1 (groups of ``threads`` threads, one element each) the block's
+    threads together move every group's box, element after element: ``GROUP`` is
+    redeclared as the element of each linear index, then ``rebind`` (the element's
+    host iterator and buffer pointer, shadowing the thread's own).  Consecutive
+    elements of a batch are mostly adjacent in memory, so a warp's loads run over
+    several elements' boxes instead of a group's few words, and the index arithmetic
+    is spread over the whole block."""
     footprint = buffer.writes if direction == "out" else buffer.reads
     extents = copied_extents(footprint, buffer, known)
     u = [f"pg_u{k}" for k in range(len(extents))]
@@ -461,7 +484,14 @@ def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int
     move = cgen.Line(f"{local} = {global_ref};" if direction == "in"
                      else f"{global_ref} = {local};")
     body = [move] if guard in ("1", "") else [cgen.If(guard, cgen.Block([move]))]
-    return _dealt(math.prod(extents), threads, _unpack(u, extents) + body)
+    size = math.prod(extents)
+    if elements == 1:
+        return _dealt(size, threads, _unpack(u, extents) + body)
+    element = [cgen.Line(f"const int {GROUP} = pg_l / {size};"), *rebind,
+               cgen.Line(f"const int pg_i = pg_l % {size};")]
+    return [cgen.For("int pg_l = threadIdx.x", f"pg_l < {size * elements}",
+                     f"pg_l += {threads * elements}",
+                     cgen.Block(element + _unpack(u, extents) + body))]
 
 
 def _unpack(u: list[str], extents: tuple[int, ...], linear: str = "pg_i") -> list:
