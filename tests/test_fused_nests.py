@@ -124,3 +124,22 @@ def test_the_model_prices_the_fused_plan_at_a_launch_bound_count():
              and r.seconds != float("inf")]
     assert fused
     assert choice.variant.candidate == _fused(prepared)
+
+
+def test_tiny_elements_get_groups_as_wide_as_their_rows_and_the_default_is_exact():
+    """At 2^22 instances the default runs the fused nests on 8-thread groups (rows of at
+    most 5 points, 32 elements a block: several a warp); checked at an odd count."""
+    sizes = {"ni": 1 << 22}
+    prepared = prepare(CHAIN, params=sizes)
+    chosen = plan_model.choose(prepared, sizes).variant
+    assert chosen.candidate == _fused(prepared) and chosen.resident
+    assert chosen.threads == (1, 8) and chosen.elements_per_block == 32
+    params = {"ni": 37}
+    small = prepare(CHAIN, params=params)
+    compiled = compile_variant(small, chosen, params)
+    (launch,) = compiled.program.launches
+    assert launch.block == (256, 1, 1)
+    assert compiled.program.source.count("__syncthreads") == 2  # block copies around
+    result = check_program(compiled.program, small.source_scop, CHAIN, params,
+                           backend="cpu", seed=9)
+    assert result.ok, result.message

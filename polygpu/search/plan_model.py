@@ -234,7 +234,8 @@ def _plans(prepared: Prepared, params: Mapping[str, int]
                 found += [replace(v, device_steps=True, resident=True, specialize=True)
                           for v in found if v.candidate == c]
                 found += group_variants(c, shape.extents, shape.n_mapped, kernel_dims=[
-                    k.n_space for k in prepared.candidates[c].kernels])
+                    k.n_space for k in prepared.candidates[c].kernels],
+                    narrow=host.kind == "fused batch")
     # an interleaved batch: its element plans also on the element-outermost copy, the
     # transposes' cost counted (transform/layout.py; after the plans above: ties keep
     # the layout the caller gave)

@@ -393,8 +393,8 @@ GROUP_BLOCK_THREADS = 128
 
 
 def group_variants(candidate: int, extents: Sequence[int], n_mapped: int,
-                   specialize: bool = True, kernel_dims: Sequence[int] = ()
-                   ) -> list[Variant]:
+                   specialize: bool = True, kernel_dims: Sequence[int] = (),
+                   narrow: bool = False) -> list[Variant]:
     """A batch's plans with a warp per element, several elements per block
     (``elements_per_block``): the warp's threads spread as the inner extents allow,
     its tile the element's extents rounded up to them (a loop of points per thread),
@@ -403,7 +403,9 @@ def group_variants(candidate: int, extents: Sequence[int], n_mapped: int,
     whole warp along it, not the innermost 8 of the warp's 4 x 8, where the element is
     wider than those 8 (Cholesky's column scaling, H200 2026-11-30: 4.876 against 5.231
     ms at n = 64, 1.5 GB; at n = 32 2.437 against 2.747 with the 2-d steps' tile 64 x 64,
-    not the 32 x 32 taken here: unmeasured, as is n = 16)."""
+    not the 32 x 32 taken here: unmeasured, as is n = 16).  With ``narrow`` (nests fused
+    over their elements, measured there only) elements at most :data:`NARROW_GROUP`
+    wide also get groups as wide as their rows, first."""
     n = min(max(n_mapped, 1), MAX_MAPPED)
     extents = tuple(extents[-n:])
     threads = (32,) if n == 1 else (1,) * (n - 2) + (4, 8)
@@ -417,7 +419,25 @@ def group_variants(candidate: int, extents: Sequence[int], n_mapped: int,
         for k, dims in enumerate(kernel_dims):
             if dims == 1:
                 base = base.with_kernel(k, line)
-    return ([replace(base, resident=True)] if specialize else []) + [base]
+    found = [base]
+    if narrow and extents[-1] <= NARROW_GROUP:
+        # tiny elements: a group as wide as their rows (a power of two), a row of points
+        # a thread along the others -- several elements a warp
+        width = max(2, 1 << (extents[-1] - 1).bit_length())
+        threads = (1,) * (n - 1) + (width,)
+        tile = tuple(t * max(1, -(-min(e, 64) // t)) for e, t in zip(extents, threads,
+                                                                      strict=True))
+        found.insert(0, replace(base, tile=tile, threads=threads,
+                                elements_per_block=NARROW_BLOCK_THREADS // width))
+    return [replace(v, resident=True) for v in found if specialize] + found
+
+
+# a fused batch's elements up to this wide get narrow groups (group_variants): on the
+# H200 seed 003's chain (3 x 3 and 5 x 5 elements, 2^22 instances) ran in 1.29 ms with
+# 8-thread groups, 32 a block, against 2.65 with a warp per element, 4 a block
+# (tuning/results/NVIDIA-H200/fusion.md, 2026-12-02)
+NARROW_GROUP = 8
+NARROW_BLOCK_THREADS = 256
 
 
 # a batch's elements fill a staged block of about this many threads (element_variants):
@@ -629,7 +649,8 @@ def space(prepared: Prepared, params: Mapping[str, int],
                         result.append(device)
             dims = [k.n_space for k in prepared.candidates[s.candidate].kernels]
             for device in group_variants(s.candidate, s.extents, s.n_mapped,
-                                         options.specialize, dims):
+                                         options.specialize, dims,
+                                         narrow=host.kind == "fused batch"):
                 if device not in result:
                     result.append(device)
         elif host is not None:
