@@ -117,7 +117,7 @@ def test_mm(lang):
         "[n] -> { S0[i, j, k] -> S0[i, j, k + 1] : 0 <= i, j < n and 0 <= k < n - 1 }"))
 
 
-@pytest.mark.parametrize("name", ["mv", "tmv", "mvt", "mm"])
+@pytest.mark.parametrize("name", ["mv", "tmv", "mvt", "mm", "map_chain"])
 def test_c_and_python_kernels_give_the_same_model(name):
     c, py = _analysis(name, "c").scop, _analysis(name, "python").scop
     assert c.parameters == py.parameters
