@@ -8,9 +8,11 @@ parsed by :mod:`polygpu.params`, which the search can import without the CLI.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from polygpu.errors import PolygpuError
 from polygpu.params import parse_params
+from polygpu.schedule.variant import Variant
 
 __all__ = ["add_fast_math_argument", "add_input_arguments", "add_variant_arguments",
            "count_value", "given_params", "nonnegative_float", "parse_params",
@@ -41,12 +43,14 @@ def add_variant_arguments(p: argparse.ArgumentParser) -> None:
                    "size (-p n=1024) or a float scalar (-p alpha=1.5) (repeatable)")
     p.add_argument("--variant", metavar="JSON",
                    help="the variant as JSON, e.g. '{\"tile\": [4, 128], \"threads\": "
-                   "[4, 32], \"jam\": true}' (fields: candidate, tile, threads, jam, "
-                   "time_tile, unroll, blocked, chunk, prefetch, double_buffer, shared, "
-                   "padding, registers, specialize, mma, recursion; see "
-                   "docs/scheduling.md for chunk and mma, docs/memory.md, "
-                   "docs/transform.md for recursion, and docs/search.md for specialize, "
-                   "which needs -p for every parameter)")
+                   "[4, 32], \"jam\": true}' (fields: "
+                   + ", ".join(f.name for f in dataclasses.fields(Variant))
+                   + "; \"kernels\": {\"K\": {...}} gives kernel K its own; see "
+                   "docs/scheduling.md for chunk, device_steps, elements_per_block, "
+                   "lanes, mma, mma_k and min_blocks, docs/memory.md for resident, "
+                   "docs/transform.md for relayout and recursion, docs/input-language.md "
+                   "for fast_math, and docs/search.md for specialize, which needs -p for "
+                   "every parameter)")
     p.add_argument("--tile", metavar="T[,T..]",
                    help="block tile per space dimension, innermost last (sets 'tile')")
     p.add_argument("--threads", metavar="T[,T..]",
