@@ -143,3 +143,14 @@ def test_tiny_elements_get_groups_as_wide_as_their_rows_and_the_default_is_exact
     result = check_program(compiled.program, small.source_scop, CHAIN, params,
                            backend="cpu", seed=9)
     assert result.ok, result.message
+
+
+def test_nests_fused_over_large_elements_are_left_to_the_search():
+    """mvt's two nests fuse over the rows (a fused batch candidate exists), but rows of
+    256 points are no small elements: the default does not price that plan."""
+    sizes = {"n": 256}
+    prepared = prepare("kernels/mvt.c", params=sizes)
+    k = _fused(prepared)
+    choice = plan_model.choose(prepared, sizes)
+    assert all(r.variant.candidate != k for r in choice.ranking)
+    assert choice.variant.candidate != k

@@ -194,12 +194,24 @@ def _plans(prepared: Prepared, params: Mapping[str, int]
            ) -> tuple[list[Variant], frozenset[Variant]]:
     """:func:`plan_variants`, and those of them sized to a batch's elements (see
     :data:`ELEMENT_TIE`)."""
-    from polygpu.search.space import element_variants, fitted_threads, group_variants, shapes
+    from polygpu.search.space import (
+        LARGEST_ELEMENT_EXTENT,
+        element_variants,
+        fitted_threads,
+        group_variants,
+        shapes,
+    )
 
     found, elements = [], set()
     double = any(a.dtype == "float64" for a in prepared.analysis.scop.arrays)
     for shape in shapes(prepared, params, CANDIDATES):
         c = shape.candidate
+        host = prepared.candidates[c].host
+        if host is not None and host.kind == "fused batch" and \
+                max(shape.extents, default=0) > LARGEST_ELEMENT_EXTENT:
+            # nests fused over large elements (mvt's rows): the batch model is fitted
+            # on small ones and this plan was never measured there -- the search's
+            continue
         # a batch of elements: staged blocks sized to them, specialized, first (the
         # traffic model prices them as the parametric tiles: measured, they are faster)
         if _sized_to_elements(prepared.candidates[c]):
@@ -220,7 +232,6 @@ def _plans(prepared: Prepared, params: Mapping[str, int]
             v = Variant(candidate=c, **fields)
             if v not in found:
                 found.append(v)
-        host = prepared.candidates[c].host
         if host is not None:
             wide = (DEVICE_STEP_THREADS,) if shape.n_mapped <= 1 else (
                 DEVICE_STEP_THREADS // 128, 128)
