@@ -44,9 +44,10 @@ def compile_json(c: Compiled, params: dict[str, int]) -> dict[str, Any]:
             for launch in c.program.launches
         ],
         "device_steps": c.variant.device_steps,
-        # device steps: the arrays the block keeps in shared memory for its life, and
-        # those it leaves in global memory with the reason (memory/residence.py)
-        "resident": c.residence.to_json() if c.residence is not None else None,
+        # device steps: per launch, the arrays the block keeps in shared memory for its
+        # life, and those it leaves in global memory with the reason
+        # (memory/residence.py); null when not resident
+        "resident": [r.to_json() for r in c.residences] if c.residences else None,
         "launch_count": launch_count(c, params),
         # temporaries expanded into scratch copies before scheduling (or refused, why)
         "expansion": c.expansion.to_json() if c.expansion is not None else [],

@@ -23,10 +23,16 @@ from polygpu.memory.residence import Residence, plan_residence
 from polygpu.model.analysis import Analysis, analyze
 from polygpu.model.bounds import require_in_bounds
 from polygpu.model.build import build_scop
-from polygpu.model.isl_util import sets_of
+from polygpu.model.isl_util import maps_of, sets_of, union_of
 from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.candidates import candidates
-from polygpu.schedule.legality import ExecutionSchedule, prove_legal, transformation_schedule
+from polygpu.schedule.legality import (
+    ExecutionSchedule,
+    insert_constants,
+    prove_legal,
+    transformation_schedule,
+    violations,
+)
 from polygpu.schedule.ranking import space_dims
 from polygpu.schedule.relayout import between_copies, relaid_variant
 from polygpu.schedule.tiling import TiledKernel, tile
@@ -66,8 +72,9 @@ class Compiled:
     expansion: Expansion | None = None
     splitting: Splitting | None = None  # statements split (transform/split.py), or None
     snapshot: Snapshot | None = None  # entry reads redirected (transform/snapshot.py)
-    # a resident variant's buffers for the block's life (memory/residence.py)
-    residence: Residence | None = None
+    # a resident variant's buffers for the block's life (memory/residence.py), one
+    # Residence per launch (Variant.cuts); empty when not resident
+    residences: tuple[Residence, ...] = ()
     # a relayout variant's relaid arrays and their transposes (transform/layout.py)
     relayout: Relayout | None = None
     # the variant the kernels were built with where it differs from ``variant`` (a
@@ -421,15 +428,25 @@ def _split(scop: Scop, an: Analysis, found: tuple[Transformation, ...]
                      + splitting.refused), an, found
 
 
-def compile_variant(prepared: Prepared, variant: Variant | None = None,
-                    params: Mapping[str, int] | None = None) -> Compiled:
-    """Tile, place and generate one variant of a prepared region.
+@dataclass(frozen=True)
+class Planned:
+    """A variant tiled and placed, before its launches are proven and its code
+    generated: what :func:`compile_variant` and the cost model's cover search
+    (:mod:`polygpu.search.covers`: one tiling, many cuts) share."""
 
-    Scheduling, tiling and placement stay parametric (and proven for every parameter
-    value); a specializing variant fixes ``params`` only for the code generator.
-    With ``params``, every access is first proven inside its array at those sizes
-    (:func:`~polygpu.model.bounds.require_in_bounds`: once per region and sizes, cached,
-    however many variants are compiled)."""
+    prepared: Prepared  # the region the kernels come from (a relayout's: the relaid one)
+    requested: Variant
+    variant: Variant  # as built (a batch's: on the device)
+    transformation: Transformation
+    step: Analysis  # the host step's region, or the whole one
+    kernels: tuple[TiledKernel, ...]
+    memory: MemoryPlan
+
+
+def plan_variant(prepared: Prepared, variant: Variant | None = None,
+                 params: Mapping[str, int] | None = None) -> Planned:
+    """``variant`` of ``prepared`` tiled and placed (:class:`Planned`); its accesses
+    proven inside their arrays at ``params`` first."""
     requested = variant or Variant()
     prepared, variant = prepared.of(requested)
     an, found = prepared.analysis, prepared.candidates
@@ -444,13 +461,96 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
     step = tr.step or an  # with host loops, the kernels are those of one host step
     kernels = tile(step.scop, step.dependences_with(tr.atomic), tr, variant)
     memory = plan_memory(step, tr, kernels, variant)
+    return Planned(prepared, requested, variant, tr, step, kernels, memory)
+
+
+def compile_variant(prepared: Prepared, variant: Variant | None = None,
+                    params: Mapping[str, int] | None = None) -> Compiled:
+    """Tile, place and generate one variant of a prepared region.
+
+    Scheduling, tiling and placement stay parametric (and proven for every parameter
+    value); a specializing variant fixes ``params`` only for the code generator.
+    With ``params``, every access is first proven inside its array at those sizes
+    (:func:`~polygpu.model.bounds.require_in_bounds`: once per region and sizes, cached,
+    however many variants are compiled)."""
+    p = plan_variant(prepared, variant, params)
+    launch = _launch_plan(p.prepared.analysis, p.step, p.transformation, p.variant,
+                          p.kernels, p.memory, params)
+    program = _generate(p.step, p.transformation, p.variant, p.kernels, p.memory, params,
+                        launch)
+    prepared, variant = p.prepared, p.variant
+    return Compiled(prepared.spec, prepared.analysis, prepared.candidates, p.transformation,
+                    p.requested, p.kernels, program, p.memory, prepared.source_scop,
+                    prepared.expansion, prepared.splitting, prepared.snapshot,
+                    launch.residences, prepared.relayout,
+                    variant if variant != p.requested else None)
+
+
+def launch_residences(planned: Planned, cuts: tuple[int, ...],
+                      params: Mapping[str, int] | None) -> tuple[Residence, ...]:
+    """A planned device-steps variant cut at ``cuts``: proven (refused as
+    :func:`compile_variant` refuses it) and its launches' resident buffers planned,
+    without generating code -- what the cost model prices."""
+    p = planned
+    return _launch_plan(p.prepared.analysis, p.step, p.transformation,
+                        replace(p.variant, cuts=cuts), p.kernels, p.memory,
+                        params).residences
+
+
+@dataclass(frozen=True)
+class _LaunchPlan:
+    scop: Scop  # the step region, specialized where the variant is
+    comment: str
+    launches: tuple[tuple[int, ...], ...] | None  # kernels per launch (cuts), or None
+    residences: tuple[Residence, ...]
+
+
+def _launch_plan(region: Analysis, an: Analysis, tr: Transformation, variant: Variant,
+                 kernels: tuple[TiledKernel, ...], memory: MemoryPlan,
+                 params: Mapping[str, int] | None) -> _LaunchPlan:
+    """Everything of a variant's program but its code: the device steps proven against
+    ``region``'s dependences (with the variant's cuts), the launches, their residences,
+    the groups checked; ``an`` is the step region the kernels come from."""
     if variant.device_steps:
-        _prove_device_steps(an, tr, kernels, memory)
-    program, residence = _generate(step, tr, variant, kernels, memory, params)
-    return Compiled(prepared.spec, an, found, tr, requested, kernels, program, memory,
-                    prepared.source_scop, prepared.expansion, prepared.splitting,
-                    prepared.snapshot, residence, prepared.relayout,
-                    variant if variant != requested else None)
+        _prove_device_steps(region, tr, kernels, memory, variant)
+    comment = describe(tr, variant)
+    scop = an.scop
+    if variant.specialize:
+        missing = [p for p in scop.parameters if p not in (params or {})]
+        if missing:
+            raise PolygpuError(f"variant: specialize needs a value for every parameter "
+                               f"(-p): missing {', '.join(missing)}", scop.loc)
+        scop = scop.specialized(params)
+        comment += "\nspecialized for " + ", ".join(
+            f"{k}={v}" for k, v in scop.fixed_parameters.items())
+    grid_dims = tr.host.grid_dims if tr.host is not None else 0
+    launches = variant.launches(len(kernels)) if variant.cuts else None
+    if launches is not None:
+        if not variant.device_steps:
+            raise PolygpuError("variant: cuts split a device-steps program into launches; "
+                               "this plan launches its kernels from the host already",
+                               scop.loc)
+        comment += "\nlaunches (fusion cover): " + " | ".join(
+            "kernels " + ", ".join(map(str, ks)) for ks in launches)
+    residences = resident_plan(scop, kernels, memory, variant, grid_dims, launches)
+    for n, residence in enumerate(residences):
+        comment += ("\nresident in shared memory for the block's life"
+                    + (f" (launch {n})" if len(residences) > 1 else "") + ": "
+                    + ", ".join(f"{b.array} ({b.bytes} bytes)" for b in residence.buffers))
+    elements = variant.elements_per_block
+    if elements > 1:
+        try:
+            group = group_threads(kernels, memory, grid_dims, require=True)
+            if not variant.device_steps:
+                raise ValueError("elements per block need device steps")
+            if group * elements > MAX_THREADS:
+                raise ValueError(f"{elements} groups of {group} threads exceed a block's "
+                                 f"{MAX_THREADS} threads")
+        except ValueError as e:
+            raise PolygpuError(f"variant: elements_per_block {elements}: {e}",
+                               scop.loc) from None
+        comment += f"\n{elements} elements per block, a group of threads each"
+    return _LaunchPlan(scop, comment, launches, residences)
 
 
 def batch_on_device(tr: Transformation, variant: Variant) -> Variant:
@@ -468,78 +568,71 @@ def program_at(compiled: Compiled, params: Mapping[str, int]) -> KernelProgram:
     generator runs again."""
     require_in_bounds(compiled.analysis.scop, params)
     tr = compiled.transformation
-    return _generate(tr.step or compiled.analysis, tr, compiled.variant,
-                     compiled.kernels, compiled.memory, params)[0]
+    step = tr.step or compiled.analysis
+    launch = _launch_plan(compiled.analysis, step, tr, compiled.variant, compiled.kernels,
+                          compiled.memory, params)
+    return _generate(step, tr, compiled.variant, compiled.kernels, compiled.memory,
+                     params, launch)
 
 
 def _generate(an: Analysis, tr: Transformation, variant: Variant,
               kernels: tuple[TiledKernel, ...], memory: MemoryPlan,
-              params: Mapping[str, int] | None) -> tuple[KernelProgram, Residence | None]:
-    comment = describe(tr, variant)
-    scop = an.scop
-    if variant.specialize:
-        missing = [p for p in scop.parameters if p not in (params or {})]
-        if missing:
-            raise PolygpuError(f"variant: specialize needs a value for every parameter "
-                               f"(-p): missing {', '.join(missing)}", scop.loc)
-        scop = scop.specialized(params)
-        comment += "\nspecialized for " + ", ".join(
-            f"{k}={v}" for k, v in scop.fixed_parameters.items())
-    grid_dims = tr.host.grid_dims if tr.host is not None else 0
-    residence = resident_plan(scop, kernels, memory, variant, grid_dims)
-    if residence is not None:
-        comment += "\nresident in shared memory for the block's life: " + ", ".join(
-            f"{b.array} ({b.bytes} bytes)" for b in residence.buffers)
-    elements = variant.elements_per_block
-    if elements > 1:
-        try:
-            group = group_threads(kernels, memory, grid_dims, require=True)
-            if not variant.device_steps:
-                raise ValueError("elements per block need device steps")
-            if group * elements > MAX_THREADS:
-                raise ValueError(f"{elements} groups of {group} threads exceed a block's "
-                                 f"{MAX_THREADS} threads")
-        except ValueError as e:
-            raise PolygpuError(f"variant: elements_per_block {elements}: {e}",
-                               scop.loc) from None
-        comment += f"\n{elements} elements per block, a group of threads each"
+              params: Mapping[str, int] | None, launch: _LaunchPlan) -> KernelProgram:
     # sizes given without specializing still choose the index width (64-bit where 32-bit
     # offsets would overflow at them)
-    return generate(scop, kernels, comment, memory, sizes=params,
+    return generate(launch.scop, kernels, launch.comment, memory, sizes=params,
                     device_steps=variant.device_steps, fast_math=variant.fast_math,
-                    grid_dims=grid_dims, residence=residence,
-                    elements=elements), residence
+                    grid_dims=tr.host.grid_dims if tr.host is not None else 0,
+                    residences=launch.residences, elements=variant.elements_per_block,
+                    launch_kernels=launch.launches)
 
 
 def resident_plan(scop: Scop, kernels: tuple[TiledKernel, ...], memory: MemoryPlan,
-                  variant: Variant, grid_dims: int) -> Residence | None:
-    """The resident buffers of a ``resident`` variant (None for another), or why it
-    cannot have any: it needs device steps, and some array must fit with a constant box
-    (a specialized program's sizes, or sizes the region bounds)."""
+                  variant: Variant, grid_dims: int,
+                  launches: tuple[tuple[int, ...], ...] | None = None
+                  ) -> tuple[Residence, ...]:
+    """The resident buffers of a ``resident`` variant, one Residence per launch (none
+    for another variant), or why it cannot have any: it needs device steps, and some
+    array must fit with a constant box (a specialized program's sizes, or sizes the
+    region bounds).  Each launch of a cut program keeps its own kernels' data; a
+    temporary two launches touch passes between them through global memory."""
     if not variant.resident:
-        return None
+        return ()
     if not variant.device_steps:
         raise PolygpuError("variant: resident keeps a device-steps block's data in shared "
                            "memory; it needs device_steps (host loops run on the device)",
                            scop.loc)
-    static = sum(memory.shared_bytes(k.index) for k in kernels)
     staged = {b.array for b in memory.buffers if b.space == "shared"}
-    # each element of a block has its own buffers: the block's shared memory is theirs
-    budget = (MAX_SHARED_BYTES - static) // variant.elements_per_block
-    residence = plan_residence(scop, kernels, grid_dims, budget, staged)
-    if not residence.buffers:
-        why = "; ".join(f"{a}: {reason}" for a, reason in residence.left) or "no arrays"
-        raise PolygpuError(f"variant: resident, but no array can stay in shared memory "
-                           f"({why})", scop.loc)
-    return residence
+    launches = launches or (tuple(range(len(kernels))),)
+    touched = [{a.array for k in ks for s in kernels[k].statements
+                for a in scop.statement(s).accesses} for ks in launches]
+    found = []
+    for n, ks in enumerate(launches):
+        own = tuple(kernels[k] for k in ks)
+        static = sum(memory.shared_bytes(k.index) for k in own)
+        # each element of a block has its own buffers: the block's shared memory is theirs
+        budget = (MAX_SHARED_BYTES - static) // variant.elements_per_block
+        others = set().union(*(t for m, t in enumerate(touched) if m != n))
+        residence = plan_residence(scop, own, grid_dims, budget, staged, others)
+        if not residence.buffers:
+            why = "; ".join(f"{a}: {reason}" for a, reason in residence.left) or \
+                "no arrays"
+            where = f" in launch {n}" if len(launches) > 1 else ""
+            raise PolygpuError(f"variant: resident, but no array can stay in shared memory"
+                               f"{where} ({why})", scop.loc)
+        found.append(residence)
+    return tuple(found)
 
 
 def _prove_device_steps(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ...],
-                        memory: MemoryPlan) -> None:
+                        memory: MemoryPlan, variant: Variant) -> None:
     """Refuse a device-steps variant the kernels cannot take, and prove the plan again
     with the host loops and kernel boundaries as ``barrier`` dimensions of one block
     (:mod:`polygpu.schedule.legality`): what the generated kernel relies on.  A
-    batch's element dimension is a ``block`` dimension: nothing may cross elements."""
+    batch's element dimension is a ``block`` dimension: nothing may cross elements.
+    With ``cuts``, each statement's launch comes first, a ``global`` dimension: every
+    launch's steps, for all elements, run before the next launch's (a cut through a
+    step loop -- a factorization's pivot column from its update -- is refused)."""
     if tr.host is None:
         raise PolygpuError("variant: device_steps runs host loops on the device, but this "
                            "transformation has none (every kernel is launched once)",
@@ -553,7 +646,21 @@ def _prove_device_steps(an: Analysis, tr: Transformation, kernels: tuple[TiledKe
     grid = tr.host.grid_dims
     kinds = ("block",) * grid + tuple("barrier" if k == "global" else k
                                       for k in es.kinds[grid:])
-    prove_legal(an.dependences_with(tr.atomic), ExecutionSchedule(es.schedule, kinds))
+    deps = an.dependences_with(tr.atomic)
+    prove_legal(deps, ExecutionSchedule(es.schedule, kinds))
+    if variant.cuts:  # each statement's launch first (the plan above is proven: what
+        # breaks now is the cut's doing, the variant's -- bad input, not a bug)
+        launch = {s: n for n, ks in enumerate(variant.launches(len(kernels)))
+                  for k in ks for s in kernels[k].statements}
+        cut = union_of([insert_constants(m, 0, [launch[m.get_tuple_name(isl.dim_type.in_)]])
+                        for m in maps_of(es.schedule)], es.schedule.get_space())
+        broken = violations(deps, ExecutionSchedule(cut, ("global",) + kinds))
+        if broken:
+            what, pairs = broken[0]
+            raise PolygpuError(f"variant: cuts {list(variant.cuts)} would run a statement "
+                               f"before one it depends on ({len(broken)} dependence(s) "
+                               f"broken between launches; e.g. the {what}: {pairs})",
+                               an.scop.loc)
 
 
 def describe(tr: Transformation, variant: Variant) -> str:

@@ -99,7 +99,7 @@ def test_intermediates_are_contracted_into_shared_memory():
     params = {"ni": 37}
     prepared = prepare(CHAIN, params=params)
     compiled = compile_variant(prepared, _variant(prepared), params)
-    buffers = {b.array: b for b in compiled.residence.buffers}
+    buffers = {b.array: b for b in compiled.residences[0].buffers}
     assert set(TEMPORARIES) <= set(buffers)
     for name in TEMPORARIES:
         assert buffers[name].reads is None and buffers[name].writes is None, name

@@ -232,8 +232,8 @@ def test_elements_of_a_block_share_its_shared_memory():
                                                    elements_per_block=8), params)
     (launch,) = compiled.program.launches
     assert 8 * 64 * 64 * 8 > 227 * 1024 >= launch.shared_bytes
-    assert [b.array for b in compiled.residence.buffers] == ["b"]
-    assert [a for a, _ in compiled.residence.left] == ["a"]
+    assert [b.array for b in compiled.residences[0].buffers] == ["b"]
+    assert [a for a, _ in compiled.residences[0].left] == ["a"]
     result = check_program(compiled.program, compiled.source_scop, CHOLESKY, params, seed=4,
                            defines=DOUBLE)
     assert result.ok, result.message
@@ -294,7 +294,7 @@ def test_one_block_running_a_whole_region_may_keep_it_resident(path, params):
     compiled = compile_variant(prepared, Variant(candidate=c, tile=(32,), threads=(32,),
                                                  shared=False, device_steps=True,
                                                  resident=True, specialize=True), params)
-    assert compiled.residence.buffers and not compiled.residence.left
+    assert compiled.residences[0].buffers and not compiled.residences[0].left
     result = check_program(compiled.program, compiled.source_scop, path, params, seed=2)
     assert result.ok, result.message
 

@@ -410,8 +410,9 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
              plan: MemoryPlan | None = None,
              sizes: Mapping[str, int] | None = None,
              device_steps: bool = False, fast_math: bool = False,
-             grid_dims: int = 0, residence: Residence | None = None,
-             elements: int = 1) -> KernelProgram:
+             grid_dims: int = 0, residences: Sequence[Residence] = (),
+             elements: int = 1,
+             launch_kernels: Sequence[Sequence[int]] | None = None) -> KernelProgram:
     """CUDA text and launch plan for the tiled kernels of one region, with the buffers
     the memory stage planned (none without a plan).
 
@@ -425,9 +426,12 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
     rows, a recurrence): thousands of launches become one.  With ``grid_dims`` (a
     ``batch`` host schedule, :mod:`polygpu.schedule.host`) the first host iterator is
     not a loop but the block: one block per element of the batch, each running its
-    element's steps.  ``residence`` (device steps only, :mod:`polygpu.memory.residence`):
-    the block's shared buffers for life, copied in before the first step and out after
-    the last; every reference to their arrays goes to them.  ``elements`` (a batch's
+    element's steps.  ``launch_kernels`` (device steps only; default one launch of all):
+    the kernel indices each launch runs, in order -- a program cut into several device-steps
+    launches (``Variant.cuts``, a fusion cover), each with its own block and thread
+    count.  ``residences`` (device steps only, :mod:`polygpu.memory.residence`; one per
+    launch): the block's shared buffers for life, copied in before the first step and
+    out after the last; every reference to their arrays goes to them.  ``elements`` (a batch's
     device steps): elements per block, each run by its own group of threads -- the
     kernels' threads rounded up to a power of two, at most a warp -- whose barriers are
     ``__syncwarp`` over the group's lanes (:func:`group_threads`).
@@ -472,34 +476,40 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         size = math.prod(e.value for e in a.shape_exprs)
         parts.append(f"__constant__ {_c_type(a.dtype)} {constant_name(name)}[{size}];")
     args = arguments(scop)
-    launches = []
     steps = []
+    segments = [tuple(kernels[k] for k in ks)
+                for ks in (launch_kernels or [range(len(kernels))])]
+    launch_of = {k.index: n for n, seg in enumerate(segments) for k in seg}
     if device_steps:
-        device_steps_possible(scop, kernels, plan, require=True)
-        block_threads = max(k.n_threads for k in kernels)
-        barrier = "__syncthreads()"
-        if elements > 1:
-            group = group_threads(kernels, plan, grid_dims, require=True)
-            block_threads, barrier = group * elements, f"__syncwarp({_MASK})"
-    elif residence is not None or elements > 1:
-        raise ValueError("resident buffers and groups need device steps")
-    resident = list(residence.buffers) if residence is not None else []
-    resident_views = {b.array: staging.view(b, index64) for b in resident}
+        barrier = "__syncthreads()" if elements == 1 else f"__syncwarp({_MASK})"
+        block_threads = []  # per launch
+        for seg in segments:
+            device_steps_possible(scop, seg, plan, require=True)
+            block_threads.append(max(k.n_threads for k in seg) if elements == 1 else
+                                 group_threads(seg, plan, grid_dims, require=True) * elements)
+    elif residences or elements > 1 or len(segments) > 1:
+        raise ValueError("resident buffers, groups and launches need device steps")
+    resident = [list(r.buffers) for r in residences] or [[] for _ in segments]
+    if len(resident) != len(segments):
+        raise ValueError(f"{len(residences)} residences for {len(segments)} launches")
+    resident_views = [{b.array: staging.view(b, index64) for b in r} for r in resident]
     everyone = frozenset(s.name for s in scop.statements)
+    launches = []
     bodies = []  # device_steps: each kernel's body, its blocks as loops
     for kernel in kernels:
+        own = launch_of[kernel.index]  # its launch (device steps)
         name = f"{scop.function}_kernel{kernel.index}"
         buffers = plan.buffers_of(kernel.index) if plan else []
         shared = [b for b in buffers if b.space == "shared"]
         # resident arrays (in no kernel's shared buffers: residence.py) are read and
         # written in their resident buffers, the kernel's register copies included
-        def views_of(k: TiledKernel, buffers=buffers):
+        def views_of(k: TiledKernel, buffers=buffers, own=own):
             """How references print into the buffers, in ``k``'s code: a specialized
             kernel's bases simplified by its known grid and threads (and its ``blocks``:
             a split kernel's whole tiles may be the first block alone)."""
             known = thread_context(scop, k, threads=True) if scop.fixed_parameters \
                 else None
-            views = {a: (v, everyone) for a, v in resident_views.items()}
+            views = {a: (v, everyone) for a, v in resident_views[own].items()}
             views |= {b.array: (staging.view(b, index64, known), b.statements)
                       for b in buffers if not b.refs}
             return views, {ref: staging.view(b, index64, known)
@@ -508,7 +518,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
         views, ref_views = views_of(kernel)
         dynamic = plan is not None and plan.shared_bytes(kernel.index) > STATIC_SHARED_BYTES
         printer = Printer(shapes, frozenset(), {}, constants=constants, index64=index64,
-                          buffers=resident_views)
+                          buffers=resident_views[own])
         grid = [grid_expression(e, t) for e, t in zip(kernel.extent, kernel.tile,
                                                       strict=True)]
         # block ids: from blockIdx, or decomposed from a linear one (see _folded)
@@ -569,7 +579,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
                          index64, fragments=whole, lanes=lanes)
             if device_steps and kernel.n_threads == 1 and not buffers:
                 # a one-thread step (a substitution): its sums over a warp's lanes
-                lanes, mask = _lanes(block_threads // elements, elements)
+                lanes, mask = _lanes(block_threads[own] // elements, elements)
                 shared = _work(scop, kernel, buffers, views, ref_views, constants,
                                printer, index64, lanes, mask) if lanes > 1 else []
                 if "__shfl_xor_sync" in str(cgen.Block(shared)):
@@ -581,7 +591,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             calls = []
             for half, k in (("whole", halves.full), ("partial", halves.partial)):
                 code, call = _half_function(
-                    scop, kernel, f"{name}_{half}", args, buffers + resident, itype,
+                    scop, kernel, f"{name}_{half}", args, buffers + resident[own], itype,
                     _work(scop, k, buffers, *views_of(k), constants, printer, index64,
                           fragments=fragments if half == "whole" else None, lanes=lanes))
                 parts.append(code)
@@ -591,7 +601,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             body = _folded_loop(kernel, grid, body, values)
         if device_steps:
             bodies.append(_block_loops(kernel, grid, body, itype,
-                                       block_threads // elements, barrier, threads))
+                                       block_threads[own] // elements, barrier, threads))
             continue
         launch = _launch_bounds(kernel.block_threads, kernel.min_blocks)
         decl = cgen.FunctionDeclaration(
@@ -624,19 +634,23 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             steps.append(launch_steps(scop, kernel.statements, name))
     host_iterators = scop.host
     if device_steps:
-        static = sum(plan.shared_bytes(k.index) for k in kernels) if plan else 0
-        dynamic = bool(resident) and \
-            elements * staging.dynamic_bytes(resident) + static > STATIC_SHARED_BYTES
-        if elements * staging.dynamic_bytes(resident) + static > MAX_SHARED_BYTES:
-            raise ValueError(f"resident buffers of {elements} elements exceed the "
-                             f"{MAX_SHARED_BYTES} bytes of shared memory of a block")
-        code, grid = _steps_kernel(scop, kernels, bodies, args, block_threads, itype,
-                                   grid_dims, resident, dynamic, elements)
-        parts.append(code)
-        launches = [Launch(kernel=f"{scop.function}_steps", grid=(grid, "1", "1"),
-                           block=(block_threads, 1, 1),
-                           shared_bytes=elements * staging.dynamic_bytes(resident)
-                           if dynamic else 0)]
+        body_of = {k.index: b for k, b in zip(kernels, bodies, strict=True)}
+        for n, seg in enumerate(segments):
+            static = sum(plan.shared_bytes(k.index) for k in seg) if plan else 0
+            needed = elements * staging.dynamic_bytes(resident[n])
+            dynamic = bool(resident[n]) and needed + static > STATIC_SHARED_BYTES
+            if needed + static > MAX_SHARED_BYTES:
+                raise ValueError(f"resident buffers of {elements} elements exceed the "
+                                 f"{MAX_SHARED_BYTES} bytes of shared memory of a block")
+            # (one launch keeps the name it always had)
+            name = f"{scop.function}_steps" + (str(n) if len(segments) > 1 else "")
+            code, grid = _steps_kernel(scop, seg, [body_of[k.index] for k in seg], args,
+                                       block_threads[n], itype, grid_dims, resident[n],
+                                       dynamic, elements, name)
+            parts.append(code)
+            launches.append(Launch(kernel=name, grid=(grid, "1", "1"),
+                                   block=(block_threads[n], 1, 1),
+                                   shared_bytes=needed if dynamic else 0))
         steps, host_iterators = [], ()
     return KernelProgram(
         function=scop.function,
@@ -895,7 +909,8 @@ def _block_loops(kernel: TiledKernel, grid: list[str], body: list, itype: str,
 def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[list],
                   args: tuple[Argument, ...], block_threads: int, itype: str,
                   grid_dims: int = 0, resident: list | None = None,
-                  dynamic: bool = False, elements: int = 1) -> tuple[str, str]:
+                  dynamic: bool = False, elements: int = 1, function: str = ""
+                  ) -> tuple[str, str]:
     """One kernel running the host loops, and its grid (a C expression): isl generates
     the loops over every (step, kernel) in the launch order -- steps lexicographically,
     kernels in order -- and each kernel's body runs at its steps, the host iterators
@@ -957,7 +972,8 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
     # (one function runs every kernel: the most blocks any of them asks room for)
     launch = _launch_bounds(block_threads, max(k.min_blocks for k in kernels))
     decl = cgen.FunctionDeclaration(
-        cgen.Value("__global__ void", f"__launch_bounds__({launch}) {scop.function}_steps"),
+        cgen.Value("__global__ void",
+                   f"__launch_bounds__({launch}) {function or scop.function + '_steps'}"),
         _parameter_list(scop, args, host=False))
     what = ("one block per element of the batch, each running its element's steps in "
             "order" if grid_dims else "one block, each host step's kernels in order")

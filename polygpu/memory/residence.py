@@ -28,7 +28,10 @@ elements are loaded, only written ones stored.
 Temporaries (local arrays, transform/'s scratch arrays) are contracted: resident, they
 are neither loaded nor stored -- the block computes every value it reads, and nothing
 reads them after it -- so a chain of per-element functions fused into one block's steps
-keeps its intermediates on chip (seed 003).
+keeps its intermediates on chip (seed 003).  A program cut into several launches
+(``Variant.cuts``: a fusion cover) plans each launch's residence over its own kernels'
+statements; a temporary that another launch also touches is loaded and stored like any
+array -- it crosses the cut in global memory.
 
 Arrays left in global memory, with the reason: targets of atomic updates (shared
 updates would race without atomics), arrays a kernel stages in a shared buffer of its
@@ -76,13 +79,15 @@ class Residence:
                 "global": [{"array": a, "reason": why} for a, why in self.left]}
 
 
-def lifetime_footprint(scop: Scop, array: str, kind: str, grid_dims: int) -> isl.Set | None:
-    """Elements of ``array`` that ``kind`` references touch over all host steps, as a
-    set over the region's parameters and the first ``grid_dims`` host iterators (a
-    batch's element); None without such references."""
+def lifetime_footprint(scop: Scop, array: str, kind: str, grid_dims: int,
+                       statements: frozenset[str] | None = None) -> isl.Set | None:
+    """Elements of ``array`` that ``kind`` references (of ``statements``, default all)
+    touch over all host steps, as a set over the region's parameters and the first
+    ``grid_dims`` host iterators (a batch's element); None without such references."""
     result = None
     for acc in scop.accesses:
-        if acc.array != array or acc.kind != kind:
+        if acc.array != array or acc.kind != kind or (
+                statements is not None and acc.statement not in statements):
             continue
         part = acc.relation.intersect_domain(scop.statement(acc.statement).domain).range()
         result = part if result is None else result.union(part)
@@ -97,10 +102,14 @@ def lifetime_footprint(scop: Scop, array: str, kind: str, grid_dims: int) -> isl
 
 def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
                    budget: int = MAX_SHARED_BYTES,
-                   staged: frozenset[str] | set[str] = frozenset()) -> Residence:
-    """The resident buffers of a device-steps program of ``kernels`` (one host step's,
+                   staged: frozenset[str] | set[str] = frozenset(),
+                   shared_with: frozenset[str] | set[str] = frozenset()) -> Residence:
+    """The resident buffers of a device-steps launch of ``kernels`` (one host step's,
     ``scop`` the step region, specialized or not) within ``budget`` bytes; arrays in
-    ``staged`` have shared buffers of some kernel's own and stay out."""
+    ``staged`` have shared buffers of some kernel's own and stay out.  Temporaries are
+    contracted unless in ``shared_with``: the arrays other launches of the program
+    (``Variant.cuts``) touch, which pass through global memory."""
+    statements = frozenset(s for k in kernels for s in k.statements)
     atomic = {scop.statement(s).writes[0].array for k in kernels for s in k.atomic}
     context = scop.context
     for name in scop.host[grid_dims:]:
@@ -109,8 +118,8 @@ def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
             context = context.project_out(isl.dim_type.param, k, 1)
     found, left = [], []
     for array in scop.program_arrays:
-        reads = lifetime_footprint(scop, array.name, "read", grid_dims)
-        writes = lifetime_footprint(scop, array.name, "write", grid_dims)
+        reads = lifetime_footprint(scop, array.name, "read", grid_dims, statements)
+        writes = lifetime_footprint(scop, array.name, "write", grid_dims, statements)
         if reads is None and writes is None:
             continue
         if array.name in atomic:
@@ -126,11 +135,10 @@ def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
                          "(specialize the sizes)"))
             continue
         padding, decision = _padding(scop, kernels, array, box)
-        if array.kind in TEMPORARY:  # contracted: never loaded, never stored
-            reads = writes = None
+        if array.kind in TEMPORARY and array.name not in shared_with:
+            reads = writes = None  # contracted: never loaded, never stored
         found.append(Buffer(-1, array.name, "shared", PREFIX + array.name, array.dtype, 0,
-                            box, padding, reads, writes, decision,
-                            statements=frozenset(s.name for s in scop.statements)))
+                            box, padding, reads, writes, decision, statements=statements))
     buffers = []
     room = budget
     for b in sorted(found, key=lambda b: (b.bytes, b.array)):

@@ -7,7 +7,8 @@ pivot column and its trailing update), so one tile shape for all is rarely right
 kernel overrides; :meth:`Variant.for_kernel` merges them, and every stage that tiles,
 places or generates one kernel reads that kernel's merged variant.  ``candidate`` and
 ``specialize`` (and ``device_steps``, ``resident``, ``elements_per_block``,
-``fast_math``, ``relayout``) concern the whole program and cannot be overridden per kernel.
+``fast_math``, ``relayout``, ``recursion``, ``cuts``) concern the whole program and
+cannot be overridden per kernel.
 
 JSON form (``compile --variant``, the tuning database): the fields, plus
 ``"kernels": {"1": {"tile": [32, 32], "threads": [8, 32]}}`` when a kernel differs.
@@ -15,6 +16,7 @@ JSON form (``compile --variant``, the tuning database): the fields, plus
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass, fields, replace
@@ -24,7 +26,7 @@ from polygpu.errors import PolygpuError
 MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
 MAX_THREADS = 1024
 PROGRAM_WIDE = ("candidate", "specialize", "device_steps", "resident", "fast_math",
-                "elements_per_block", "relayout", "recursion", "kernels")
+                "elements_per_block", "relayout", "recursion", "cuts", "kernels")
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,12 @@ class Variant:
     # (seed 002; transform/recursion.py: products and leaves, proven), at the sizes
     # given; 0: not split.  ``candidate`` then counts the split region's candidates
     recursion: int = 0
+    # a device-steps program as several launches (seed 003's fusion cover): a new launch
+    # begins at each of these kernels, each launch running its kernels' steps in one
+    # block (an element's, in a batch) with its own resident buffers; what crosses a cut
+    # goes through global memory (codegen/cuda.py, proven with the cuts as global
+    # barriers).  Empty: one launch
+    cuts: tuple[int, ...] = ()
     # per-kernel overrides: (kernel index, ((field, value), ...)), sorted by index
     kernels: tuple[tuple[int, tuple[tuple[str, object], ...]], ...] = ()
 
@@ -136,6 +144,10 @@ class Variant:
         if self.recursion < 0:
             raise PolygpuError(f"variant: recursion {self.recursion} is 0 (off) or the rows "
                                "of a leaf")
+        if list(self.cuts) != sorted(set(self.cuts)) or any(k < 1 for k in self.cuts):
+            raise PolygpuError(f"variant: cuts {list(self.cuts)} are kernel numbers, "
+                               "increasing, each at least 1 (kernel 0 starts the first "
+                               "launch)")
         if not -1 <= self.padding < 32:
             raise PolygpuError(f"variant: padding {self.padding} is not -1 (solver) or "
                                "0..31")
@@ -148,6 +160,16 @@ class Variant:
                                    "a kernel entry sets per-kernel fields only (not "
                                    f"{', '.join(PROGRAM_WIDE)})")
             self.for_kernel(index)  # validates the merged values
+
+    def launches(self, n_kernels: int) -> tuple[tuple[int, ...], ...]:
+        """The kernels of each launch of a device-steps program of ``n_kernels``
+        kernels, as ``cuts`` splits them (one launch of all without cuts)."""
+        if self.cuts and self.cuts[-1] >= n_kernels:
+            raise PolygpuError(f"variant: cuts {list(self.cuts)}: the program has "
+                               f"{n_kernels} kernels (0..{n_kernels - 1}), a cut is at 1 "
+                               f"to {n_kernels - 1}")
+        bounds = (0, *self.cuts, n_kernels)
+        return tuple(tuple(range(a, b)) for a, b in itertools.pairwise(bounds))
 
     def for_kernel(self, index: int) -> Variant:
         """The variant kernel ``index`` is tiled and placed with: the program-wide fields
@@ -193,6 +215,8 @@ class Variant:
             del data["resident"]
         if self.elements_per_block == 1:
             del data["elements_per_block"]
+        if not self.cuts:
+            del data["cuts"]
         if self.kernels:  # absent when uniform, so older records keep their keys
             data["kernels"] = {str(k): {name: list(v) if isinstance(v, tuple) else v
                                         for name, v in o} for k, o in self.kernels}

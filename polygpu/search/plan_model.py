@@ -44,11 +44,18 @@ from dataclasses import dataclass, replace
 from polygpu.codegen.cuda import group_threads
 from polygpu.errors import PolygpuError
 from polygpu.memory.placement import neighbour_reuse_only
-from polygpu.pipeline import Compiled, Prepared, batch_on_device, compile_variant
+from polygpu.memory.residence import Residence
+from polygpu.pipeline import (
+    Compiled,
+    Prepared,
+    batch_on_device,
+    launch_residences,
+    plan_variant,
+)
 from polygpu.runtime.grid import launch_blocks
 from polygpu.schedule.variant import MAX_MAPPED, Variant
 from polygpu.search.candidate import Candidate, LaunchCost
-from polygpu.search.cost import ISSUE_SATURATION, predicted_cost
+from polygpu.search.cost import ISSUE_SATURATION, LAUNCH_SECONDS, predicted_cost
 from polygpu.search.occupancy import SM_90, Limits, occupancy
 from polygpu.search.pruning import concurrency
 
@@ -81,6 +88,11 @@ NEAR_TIE = 0.01
 # products: the element plan predicted 0.46 ms against 0.37, measured 0.44 against 1.10;
 # results/NVIDIA-H200/batched.md)
 ELEMENT_TIE = 0.3
+# a cover (search/covers.py) replaces the one-launch fused plan only when the model
+# gives it this much: each launch is priced by the larger of its rounds and its traffic,
+# so a cut's round trip through DRAM is hidden where launches are round-bound, and no
+# cover has been measured yet (the search times them)
+COVER_MARGIN = 0.1
 
 
 @dataclass(frozen=True)
@@ -93,6 +105,8 @@ class PlanEstimate:
     launches: int
     detail: str
     error: str = ""
+    # a device-steps plan's seconds per launch (Variant.cuts), in order
+    parts: tuple[float, ...] = ()
 
     def to_json(self) -> dict:
         out = {"variant": self.variant.to_json(), "predicted_ms": (
@@ -473,20 +487,50 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
         refused = _shared_accumulator(c) or _beyond_memory(c, params, limits)
         if refused:
             return PlanEstimate(variant, math.inf, 0, "", refused)
-        residence = None
+        residences = ()
         if variant.device_steps:  # proven and generated, or refused
-            residence = compile_variant(prepared, variant, params).residence
+            planned = plan_variant(prepared, variant, params)
+            residences = launch_residences(planned, variant.cuts, params)
         costs = launch_costs(c, params, limits)
     except PolygpuError as e:
         return PlanEstimate(variant, math.inf, 0, "", str(e).splitlines()[0])
     if variant.device_steps:
-        # the block is as wide as the widest kernel's (codegen/cuda.py _steps_kernel)
-        threads = {la.kernel: math.prod(la.block) for la in c.program.launches}
+        return device_steps_estimate(c, variant, costs, residences, params, limits)
+    candidate = Candidate("", variant, "kept", launches=costs)
+    launches = sum(x.runs for x in costs)
+    traffic = sum(x.traffic_bytes for x in costs)
+    return PlanEstimate(variant, predicted_cost(candidate, limits), launches,
+                        f"{launches:,} launches, {traffic / 1e6:,.1f} MB modelled traffic")
+
+
+def device_steps_estimate(c: Compiled, variant: Variant, costs: Sequence[LaunchCost],
+                           residences: Sequence[Residence], params: Mapping[str, int],
+                           limits: Limits) -> PlanEstimate:
+    """A device-steps plan (``c`` its host-launched twin): each of its launches
+    (``Variant.cuts``; one without) priced by :func:`batch_seconds` (a batch) or
+    :func:`device_steps_seconds` (one block) over its kernels' costs, the launches'
+    seconds added, every launch after the first with :data:`LAUNCH_SECONDS` more (the
+    one-launch plan is priced as always, without).  A fused batch's traffic is counted
+    per launch (:func:`launch_bytes`: what it touches, its contracted temporaries not),
+    so that covers compare."""
+    host = c.transformation.host
+    launches = variant.launches(len(c.kernels))
+    kernel_of = [k.index for k, *_ in c.modelled_launches(params)]
+    # the block is as wide as the widest kernel's (codegen/cuda.py _steps_kernel)
+    threads = {la.kernel: math.prod(la.block) for la in c.program.launches}
+    elements = c.batch_elements(params)
+    double = any(a.dtype == "float64" for a in c.kernel_scop.arrays)
+    per_launch = bool(variant.cuts) or host.kind == "fused batch"
+    total, details, parts = 0.0, [], []
+    for n, ks in enumerate(launches):
+        part = [x for x, k in zip(costs, kernel_of, strict=True) if k in ks]
+        own = {x.kernel: threads[x.kernel] for x in part}
         if variant.elements_per_block > 1:  # one element's group of threads
-            group = group_threads(c.kernels, c.memory, c.transformation.host.grid_dims)
-            threads = {k: group for k in threads}
-        widths = [x.blocks * threads[x.kernel] for x in costs]
-        elements = c.batch_elements(params)
+            group = group_threads(tuple(c.kernels[k] for k in ks), c.memory,
+                                  host.grid_dims)
+            own = {k: group for k in own}
+        widths = [x.blocks * own[x.kernel] for x in part]
+        residence = residences[n] if residences else None
         shared = residence.bytes if residence is not None else 0
         # the resident rates where all of the element is resident; a part in global
         # memory waits on it as before
@@ -496,21 +540,51 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
         where = f", {shared:,} bytes resident" if residence is not None else ""
         if residence is not None and residence.left:
             where += " (" + ", ".join(a for a, _ in residence.left) + " in global memory)"
-        if c.transformation.host.grid_dims:
-            double = any(a.dtype == "float64" for a in c.kernel_scop.arrays)
+        if host.grid_dims:
+            traffic = launch_bytes(c, params, ks, residence) if per_launch else \
+                compulsory_bytes(c, params)
             seconds, detail = batch_seconds(
-                costs, widths, max(threads.values()), elements,
-                _registers(variant, double), compulsory_bytes(c, params), limits,
-                shared, round_seconds, warp_cycles, variant.elements_per_block)
-            return PlanEstimate(variant, seconds, 1, detail + where)
-        seconds, detail = device_steps_seconds(costs, widths, max(threads.values()), limits,
-                                               round_seconds)
-        return PlanEstimate(variant, seconds, 1, detail + where)
-    candidate = Candidate("", variant, "kept", launches=costs)
-    launches = sum(x.runs for x in costs)
-    traffic = sum(x.traffic_bytes for x in costs)
-    return PlanEstimate(variant, predicted_cost(candidate, limits), launches,
-                        f"{launches:,} launches, {traffic / 1e6:,.1f} MB modelled traffic")
+                part, widths, max(own.values()), elements, _registers(variant, double),
+                traffic, limits, shared, round_seconds, warp_cycles,
+                variant.elements_per_block)
+        else:
+            seconds, detail = device_steps_seconds(part, widths, max(own.values()), limits,
+                                                   round_seconds)
+        if n:  # a cut's launch: its overhead, and the wait for the launch before
+            seconds += LAUNCH_SECONDS
+        total += seconds
+        parts.append(seconds)
+        details.append(detail + where)
+    if len(details) == 1:
+        return PlanEstimate(variant, total, 1, details[0], parts=tuple(parts))
+    return PlanEstimate(variant, total, len(details), "; ".join(
+        f"launch {n} (kernels {', '.join(map(str, ks))}): {d}"
+        for n, (ks, d) in enumerate(zip(launches, details, strict=True))),
+        parts=tuple(parts))
+
+
+def launch_bytes(c: Compiled, params: Mapping[str, int], kernels: Sequence[int],
+                 residence: Residence | None) -> int:
+    """The compulsory traffic of one launch of ``kernels``: every array they touch read
+    once and, where written, written once -- a temporary contracted in ``residence``
+    (never loaded nor stored) not at all."""
+    from polygpu.runtime.inputs import eval_int
+
+    scop = c.kernel_scop
+    contracted = {b.array for b in residence.buffers if b.reads is None
+                  and b.writes is None} if residence is not None else set()
+    read, written = set(), set()
+    for k in kernels:
+        for s in c.kernels[k].statements:
+            read |= {a.array for a in scop.statement(s).reads}
+            written |= {a.array for a in scop.statement(s).writes}
+    total = 0
+    for a in c.analysis.scop.arrays:
+        if a.kind == "temporary" or a.name in contracted:
+            continue
+        words = math.prod(eval_int(e, params) for e in a.shape_exprs)
+        total += words * a.element_size * ((a.name in read) + (a.name in written))
+    return total
 
 
 def choose(prepared: Prepared, params: Mapping[str, int], limits: Limits = SM_90,
@@ -533,4 +607,25 @@ def choose(prepared: Prepared, params: Mapping[str, int], limits: Limits = SM_90
     ranked = tuple(ranking[k] for k in order)
     if math.isinf(ranked[0].seconds):
         raise PolygpuError(f"no default plan could be built: {ranked[0].error}")
+    ranked = _with_covers(prepared, ranked, params, limits)
     return PlanChoice(ranked[0].variant, ranked)
+
+
+def _with_covers(prepared: Prepared, ranked: tuple[PlanEstimate, ...],
+                 params: Mapping[str, int], limits: Limits) -> tuple[PlanEstimate, ...]:
+    """``ranked`` with the best covers of its top plan where that is a fused batch
+    (:mod:`polygpu.search.covers`: the same plan split into launches), each placed by
+    its seconds after the plans as fast; the top plan stays first unless a cover beats
+    it by more than :data:`COVER_MARGIN`."""
+    from polygpu.search import covers
+
+    top = ranked[0]
+    if not covers.fused(prepared, top.variant):
+        return ranked
+    extra = [e for e in covers.rank_covers(prepared, top.variant, params, limits)
+             if e.variant.cuts]
+    rest = sorted(ranked[1:] + tuple(extra), key=lambda e: e.seconds)  # (stable)
+    if extra and extra[0].seconds < top.seconds * (1 - COVER_MARGIN):
+        rest.remove(extra[0])
+        return (extra[0], top, *rest)
+    return (top, *rest)

@@ -1,0 +1,102 @@
+"""Fusion covers (seed 003): which kernels of a fused batch share a launch.
+
+A ``fused batch`` plan (:mod:`polygpu.schedule.host`) runs all of an element's nests in
+one block, its intermediates resident in shared memory.  That is not always best: a
+block as wide as the widest nest leaves threads idle in the narrow ones, every nest
+shares the block's shared memory (fewer elements resident at once), and one slow nest
+holds the others' data.  A *cover* splits the program's kernels, in order, into
+consecutive launches (``Variant.cuts``): each launch a device-steps block of its own,
+with its own threads and resident buffers, what crosses a cut passing through global
+memory.  Covers run from one launch of everything to one launch per kernel (the
+unfused program, every intermediate in DRAM).
+
+The search is exact over covers: the model prices each launch by its own kernels
+(:func:`polygpu.search.plan_model.estimate`'s ``parts``: a launch's threads, residence,
+contraction and traffic depend only on which kernels it runs, and on which arrays
+others touch -- fixed by the launch itself), so a cover's seconds are the sum of its
+launches', and a dynamic program over the cut positions keeps the ``top`` best covers
+ending at each kernel -- the paper's restart alternatives as the next-best covers.
+Each launch ``[a, b)`` is priced once, from the plan cut at ``a`` and ``b``
+(``K (K + 1) / 2`` plans for ``K`` kernels), and every plan priced is compiled and
+proven as any device-steps plan (a cut through a step loop is refused there).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+
+from polygpu.errors import PolygpuError
+from polygpu.pipeline import Prepared, launch_residences, plan_variant
+from polygpu.schedule.variant import Variant
+from polygpu.search.occupancy import SM_90, Limits
+from polygpu.search.plan_model import PlanEstimate, estimate
+
+TOP_COVERS = 8  # covers the ranking keeps per plan (the best first)
+
+
+def fused(prepared: Prepared, variant: Variant) -> bool:
+    """Whether ``variant`` is a fused batch's device-steps plan of one launch, whose
+    covers are worth searching."""
+    if variant.cuts or variant.candidate >= len(prepared.candidates) or variant.relayout \
+            or variant.recursion:
+        return False
+    host = prepared.candidates[variant.candidate].host
+    return host is not None and host.kind == "fused batch" and \
+        len(prepared.candidates[variant.candidate].kernels) > 1
+
+
+def rank_covers(prepared: Prepared, variant: Variant, params: Mapping[str, int],
+                limits: Limits = SM_90, top: int = TOP_COVERS) -> list[PlanEstimate]:
+    """The ``top`` best covers of ``variant``'s kernels (a :func:`fused` plan), best
+    first, each as the estimate of the plan with its cuts: its launches' seconds added
+    from each launch's price (module doc).  Covers with a launch the model or the
+    prover refuses are left out; the one-launch plan is among them where it ranks."""
+    from polygpu.search.plan_model import device_steps_estimate, launch_costs, sketch
+
+    whole = estimate(prepared, variant, params, limits)
+    if not math.isfinite(whole.seconds):
+        return [whole]
+    variant = whole.variant  # (as the model adjusted it)
+    # one tiling and placement and one count of its launches for every cut: cuts change
+    # only which kernels share a block (proven, and resident, per launch below)
+    planned = plan_variant(prepared, variant, params)
+    twin = sketch(prepared, variant)
+    costs = launch_costs(twin, params, limits)
+    n = len(planned.kernels)
+    priced: dict[tuple[int, ...], PlanEstimate] = {(): whole}
+
+    def plan(cuts: tuple[int, ...]) -> PlanEstimate:
+        if cuts not in priced:
+            cut = replace(variant, cuts=cuts)
+            try:
+                residences = launch_residences(planned, cuts, params)
+            except PolygpuError as e:
+                priced[cuts] = PlanEstimate(cut, math.inf, 0, "", str(e).splitlines()[0])
+            else:
+                priced[cuts] = device_steps_estimate(twin, cut, costs, residences, params,
+                                                     limits)
+        return priced[cuts]
+
+    def launch(a: int, b: int) -> float:
+        """Seconds of one launch of kernels a..b-1, from the plan cut around it."""
+        cuts = tuple(k for k in (a, b) if 0 < k < n)
+        e = plan(cuts)
+        if not math.isfinite(e.seconds):
+            return math.inf
+        return e.parts[1 if a > 0 else 0]
+
+    # best[b]: the top covers of kernels 0..b-1, as (seconds, cuts), best first
+    best: list[list[tuple[float, tuple[int, ...]]]] = [[(0.0, ())]]
+    for b in range(1, n + 1):
+        ending = []
+        for a in range(b):
+            seconds = launch(a, b)
+            if math.isfinite(seconds):
+                ending += [(s + seconds, cuts + ((a,) if a else ())) for s, cuts in best[a]]
+        best.append(sorted(ending)[:top])
+    # each cover priced whole (proven: a cover's cuts are each proven above, and
+    # together here), its seconds the sum the dynamic program ranked it by
+    ranked = [plan(cuts) for _, cuts in best[n]]
+    return sorted((e for e in ranked if math.isfinite(e.seconds)), key=lambda e: e.seconds)
