@@ -18,6 +18,10 @@ Plans, each checked against the original nest on the device at ni = 37 first (an
   (``schedule/host.py``, ``memory/residence.py``); ``fused_global``: the same plan with
   its data left in global memory (no contraction); ``fused_eN``: the same plan with N
   elements a block (``--elements``);
+* ``coverK``: the cover search's (``search/covers.py``) ``--covers`` best covers of the
+  fused plan -- its kernels split into consecutive launches (``Variant.cuts``), rank K
+  as the model predicts; the table of predicted against measured ranks (the paper's
+  Figures 4-5), and with ``--out`` its plot ``fusion_covers.png``;
 * ``--also FILE``'s variants (``tuning/probes/`` holds those of recorded runs);
 * with ``--mappings``, every plan the model ranked.
 
@@ -30,6 +34,7 @@ and torch alike; 2^22 instances (1.6 GB) measure the bandwidth regime.
 
     python tuning/fusion.py --out tuning/results/<gpu>
     python tuning/fusion.py --ni 4194304 --mappings --check-full
+    python tuning/fusion.py --ni 31744 4194304 --covers 8 --unfused 0 --elements
     python tuning/fusion.py --backend cpu --small           # dry run on the emulator
 """
 
@@ -54,7 +59,7 @@ from polygpu.codegen import cuda  # noqa: E402
 from polygpu.pipeline import compile_variant, prepare  # noqa: E402
 from polygpu.runtime.device import get_device  # noqa: E402
 from polygpu.schedule.variant import Variant  # noqa: E402
-from polygpu.search import plan_model  # noqa: E402
+from polygpu.search import covers, plan_model  # noqa: E402
 from polygpu.search.measurement import canonical  # noqa: E402
 
 SPEC = str(ROOT / "kernels" / "map_chain.c")
@@ -90,6 +95,10 @@ def plans(prepared, sizes: dict, args) -> list[tuple[str, object, float | None]]
             if e != best_fused.variant.elements_per_block:
                 out.append((f"fused_e{e}", replace(best_fused.variant, elements_per_block=e),
                             None))
+        if args.covers and covers.fused(prepared, best_fused.variant):
+            for k, r in enumerate(covers.rank_covers(prepared, best_fused.variant, sizes,
+                                                     top=args.covers)):
+                out.append((f"cover{k}", r.variant, r.seconds))
     for k, extra in enumerate(args.also_variants):
         out.append((extra.get("name", f"also{k}"), Variant.from_json(extra["variant"]), None))
     if args.mappings:
@@ -98,7 +107,7 @@ def plans(prepared, sizes: dict, args) -> list[tuple[str, object, float | None]]
     seen, unique = set(), []
     for name, variant, seconds in out:
         key = canonical(variant.to_json())
-        if key not in seen:
+        if key not in seen or name.startswith("cover"):  # (a cover keeps its rank)
             seen.add(key)
             unique.append((name, variant, seconds))
     return unique
@@ -194,7 +203,63 @@ def markdown(data: dict) -> str:
         lines += ["", "Variants: " + "; ".join(
             f"{name} `{json.dumps(e['variant'])}`" for name, e in row["plans"].items()
             if name in ("default", "unfused", "fused")), ""]
+        lines += cover_ranks(row)
     return "\n".join(lines) + "\n"
+
+
+def measured_covers(row: dict) -> list[tuple[int, int, tuple, float, float]]:
+    """The timed covers of a row: (predicted rank, measured rank, cuts, predicted ms,
+    measured ms), by predicted rank."""
+    timed = [(int(name[len("cover"):]), tuple(e["variant"].get("cuts", ())),
+              e["predicted_ms"], e["ms"]) for name, e in row["plans"].items()
+             if name.startswith("cover") and e.get("ms")]
+    by_time = sorted(timed, key=lambda t: t[3])
+    out = []
+    for t in sorted(timed):
+        rank, cuts, predicted, ms = t
+        out.append((rank, by_time.index(t), cuts, predicted, ms))
+    return out
+
+
+def cover_ranks(row: dict) -> list[str]:
+    """Markdown: the covers' predicted against measured ranks (seed 003, Figures 4-5),
+    and where the measured best stood in the prediction."""
+    covers_row = measured_covers(row)
+    if not covers_row:
+        return []
+    best = min(covers_row, key=lambda c: c[4])
+    lines = [f"Covers (`--covers`): the measured best was predicted rank {best[0]} of "
+             f"{len(covers_row)}.", "",
+             "| predicted rank | measured rank | cuts | predicted ms | ms |",
+             "|--:|--:|---|--:|--:|"]
+    lines += [f"| {p} | {m} | {list(cuts) or 'one launch'} | {cell(pm)} | {cell(ms)} |"
+              for p, m, cuts, pm, ms in covers_row]
+    return lines + [""]
+
+
+def plot_covers(data: dict, path: Path) -> None:
+    """Predicted against measured rank of the covers, one panel per instance count."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in data["rows"] if measured_covers(r)]
+    if not rows:
+        return
+    fig, axes = plt.subplots(1, len(rows), figsize=(4.5 * len(rows), 4), squeeze=False)
+    for ax, row in zip(axes[0], rows, strict=True):
+        ranks = measured_covers(row)
+        ax.scatter([p for p, *_ in ranks], [m for _, m, *_ in ranks])
+        top = max(len(ranks) - 1, 1)
+        ax.plot([0, top], [0, top], linestyle=":", color="grey")
+        ax.set_xlabel("predicted rank")
+        ax.set_ylabel("measured rank")
+        ax.set_title(f"ni = {row['ni']}")
+    fig.suptitle(f"Seed 003's chain: covers on the {data['gpu']} ({data['date']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv=None) -> int:
@@ -211,6 +276,8 @@ def main(argv=None) -> int:
                    help="also check and time every plan the model ranked")
     p.add_argument("--check-full", action="store_true",
                    help="also check the default, unfused and fused plans at the timed size")
+    p.add_argument("--covers", type=int, default=0, metavar="K",
+                   help="also time the cover search's K best covers of the fused plan")
     p.add_argument("--also", metavar="JSON",
                    help='further variants to check and time: a list of {"variant": {...}} '
                    'with an optional "name"')
@@ -236,6 +303,7 @@ def main(argv=None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "fusion.json").write_text(json.dumps(data, indent=1) + "\n")
         (out / "fusion.md").write_text(text)
+        plot_covers(data, out / "fusion_covers.png")
     return 0
 
 
