@@ -400,7 +400,31 @@ class _Translator:
             body=tuple(body),
             language="c",
             local_arrays=tuple(self.local_arrays.values()),
+            not_live_out=self.not_live_out(items),
         )
+
+    def not_live_out(self, items: list[c_ast.Node]) -> tuple[str, ...]:
+        """The array arguments ``#pragma polygpu not_live_out(A, B)`` lines before the
+        region name (:attr:`Program.not_live_out`); any other ``#pragma polygpu`` is an
+        error, as is a name that is no array argument."""
+        start = next(i for i, n in enumerate(items) if _pragma_word(n) == "scop")
+        names: list[str] = []
+        for node in _find_pragmas(self.func.body, "polygpu"):
+            text = " ".join((node.string or "").split()[1:])
+            match = re.fullmatch(r"not_live_out\s*\(\s*(\w+(?:\s*,\s*\w+)*)\s*\)", text)
+            if match is None:
+                raise self.unsupported(node, f"'#pragma {node.string}': the polygpu pragma "
+                                       "is '#pragma polygpu not_live_out(NAME, ...)'")
+            if node not in items[:start]:
+                raise self.unsupported(node, "#pragma polygpu not_live_out goes before "
+                                       "#pragma scop, in the function's outermost block")
+            for name in re.split(r"\s*,\s*", match.group(1)):
+                if name not in self.arrays:
+                    raise self.unsupported(node, f"not_live_out: '{name}' is not an array "
+                                           f"argument of '{self.name}'")
+                if name not in names:
+                    names.append(name)
+        return tuple(names)
 
     def scop_region(self, items: list[c_ast.Node]) -> list[c_ast.Node]:
         """The statements between ``#pragma scop`` and ``#pragma endscop``; declarations

@@ -404,3 +404,8 @@ class Program:
     # arrays declared in the function before the region (``float t[n];``): region-local,
     # holding no value on entry and none the caller sees (runtime-allocated scratch)
     local_arrays: tuple[ArrayDecl, ...] = ()
+    # array arguments the caller marked as not live-out (``#pragma polygpu
+    # not_live_out(...)``, ``@affine(not_live_out=...)``): their values on entry may be
+    # read, their values after the region nobody reads -- not compared by the check, and
+    # a fused plan need not store them (memory/residence.py)
+    not_live_out: tuple[str, ...] = ()

@@ -67,10 +67,14 @@ class AffineFunction:
         return f"<affine function {self.__name__}>"
 
 
-def affine(fn: Callable[..., Any] | None = None) -> Any:
-    """Mark ``fn`` as an affine kernel (usable as ``@affine`` or ``@affine()``)."""
+def affine(fn: Callable[..., Any] | None = None, *,
+           not_live_out: Sequence[str] = ()) -> Any:
+    """Mark ``fn`` as an affine kernel (usable as ``@affine`` or ``@affine()``).
+    ``not_live_out``: array arguments whose values after the call nobody reads
+    (:attr:`polygpu.frontend.ir.Program.not_live_out`) -- read from the source, like
+    the rest of the function, so it must be written there as a literal list of names."""
     if fn is None:
-        return affine
+        return functools.partial(affine, not_live_out=not_live_out)
     return AffineFunction(fn)
 
 
@@ -256,7 +260,32 @@ class _Translator:
             body=body,
             language="python",
             local_arrays=tuple(self.arrays[n] for n in self.local_names),
+            not_live_out=self.not_live_out(fn),
         )
+
+    def not_live_out(self, fn: ast.FunctionDef) -> tuple[str, ...]:
+        """The names of ``@affine(not_live_out=[...])`` (literal strings: the module is
+        never run), each an array argument."""
+        names: list[str] = []
+        for deco in fn.decorator_list:
+            if not isinstance(deco, ast.Call):
+                continue
+            for kw in deco.keywords:
+                if kw.arg != "not_live_out":
+                    continue
+                items = kw.value.elts if isinstance(kw.value, (ast.List, ast.Tuple)) \
+                    else [kw.value]
+                for item in items:
+                    if not (isinstance(item, ast.Constant) and isinstance(item.value, str)):
+                        raise UnsupportedError("not_live_out: a literal list of array "
+                                               "argument names, as strings", self.loc(kw))
+                    if item.value not in self.arrays or item.value in self.local_names:
+                        raise UnsupportedError(f"not_live_out: '{item.value}' is not an "
+                                               f"array argument of '{fn.name}'",
+                                               self.loc(kw))
+                    if item.value not in names:
+                        names.append(item.value)
+        return tuple(names)
 
     def local_array(self, s: ast.stmt) -> bool:
         """Whether ``s``, a statement of the function body's top level, declares a local

@@ -31,7 +31,8 @@ reads them after it -- so a chain of per-element functions fused into one block'
 keeps its intermediates on chip (seed 003).  A program cut into several launches
 (``Variant.cuts``: a fusion cover) plans each launch's residence over its own kernels'
 statements; a temporary that another launch also touches is loaded and stored like any
-array -- it crosses the cut in global memory.
+array -- it crosses the cut in global memory.  An argument marked as not live-out
+(``#pragma polygpu not_live_out``) is loaded where read but never stored.
 
 Arrays left in global memory, with the reason: targets of atomic updates (shared
 updates would race without atomics), arrays a kernel stages in a shared buffer of its
@@ -137,6 +138,8 @@ def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
         padding, decision = _padding(scop, kernels, array, box)
         if array.kind in TEMPORARY and array.name not in shared_with:
             reads = writes = None  # contracted: never loaded, never stored
+        elif not array.live_out and array.name not in shared_with:
+            writes = None  # nobody reads it after the launch: never stored
         found.append(Buffer(-1, array.name, "shared", PREFIX + array.name, array.dtype, 0,
                             box, padding, reads, writes, decision, statements=statements))
     buffers = []

@@ -221,6 +221,7 @@ class _ScopBuilder:
             extent=extent.set_tuple_name(name),
             kind=kind,
             loc=loc,
+            live_out=name not in self.program.not_live_out,
         )
 
     # ---- loop tree ----------------------------------------------------

@@ -50,6 +50,9 @@ class Array:
     # copies, runtime-allocated)
     kind: str
     loc: SourceLoc
+    # an argument the caller marked as not live-out (ir.Program.not_live_out): its
+    # values after the region need not be stored
+    live_out: bool = True
 
     @property
     def rank(self) -> int:

@@ -222,8 +222,9 @@ def check_program(
     found = []
     for a in source.arrays:
         view, buf, pad = buffers[a.name]
-        found.append(_compare(a, view, kernel_in[a.name], ref_values[a.name], written[a.name],
-                              poisoned[a.name], buf, pad))
+        found.append(_compare(a, view, kernel_in[a.name],
+                              _due(source, a.name, view, ref_values[a.name], written[a.name]),
+                              written[a.name], poisoned[a.name], buf, pad))
     # a fast-math program is held to the same tolerance, and says it is one
     fast = ", fast math (CUDA intrinsics)" if getattr(program, "fast_math", False) else ""
     return _judged(found, source, values, ref_values, ref_run,
@@ -264,8 +265,9 @@ def judge_outputs(
         if got.shape != given.shape or got.dtype != given.dtype:
             raise ValueError(f"{a.name}: output {got.dtype}{list(got.shape)}, input "
                              f"{given.dtype}{list(given.shape)}")
-        found.append(_compare(a, got, given, ref_values[a.name], written[a.name],
-                              np.zeros(got.shape, dtype=bool), None, 0))
+        found.append(_compare(a, got, given,
+                              _due(source, a.name, got, ref_values[a.name], written[a.name]),
+                              written[a.name], np.zeros(got.shape, dtype=bool), None, 0))
     return _judged(found, source, values, ref_values, ref_run,
                    f"{source.name} at {_params_text(ints)}, seed {seed}, {where}", seed,
                    parallel, defines, include_dirs, conditioning)
@@ -375,6 +377,17 @@ def _account(found, judged, threshold, split):
         elif c.written.any() and c.is_float:
             worst.append(_worst_text(c, verdict))
     return problems, notes, worst, threshold, bool(problems) and inconclusive_only
+
+
+def _due(source: ir.Program, name: str, got: np.ndarray, ref: np.ndarray,
+         written: np.ndarray) -> np.ndarray:
+    """What array ``name`` must hold after the run: the reference's values, except in
+    the written elements of an argument marked as not live-out, where whatever the
+    kernel left is right (its unwritten elements must still be unchanged, and nothing
+    may land outside it)."""
+    if name not in source.not_live_out:
+        return ref
+    return np.where(written, got, ref)
 
 
 def _masks(scop, source, ints, shapes):
