@@ -520,21 +520,36 @@ def main(argv=None) -> int:
             for n in args.n:
                 nb = 53 if args.small else int(args.megabytes * 1e6 / (words(op, n, 1) * width))
                 rows.append(run_size(op, n, nb, dtype, args, device))
-    data = {"gpu": getattr(device, "name", args.backend),
+    data = run_record(device, args.backend, rows,
+                      args.backend == "gpu" and not args.small and not args.check_only)
+    out = write_run(data, markdown(data), args.out, "batched")
+    if out is not None and any("ranking" in r for r in rows):  # mappings to compare over n
+        plot(data, out)
+    return 0
+
+
+def run_record(device, backend: str, rows: list, measure_copy: bool) -> dict:
+    """A tuning run's record: the GPU, the date, the rows, and (``measure_copy``) the
+    copy rate measured now, the roofline's bandwidth."""
+    data = {"gpu": getattr(device, "name", backend),
             "date": datetime.date.today().isoformat(), "rows": rows}
-    if args.backend == "gpu" and not args.small and not args.check_only:
+    if measure_copy:
         rate = copy_rate()
         data["copy_gbs"] = rate / 1e9 if rate else None
-    text = markdown(data)
+    return data
+
+
+def write_run(data: dict, text: str, out: str | None, name: str) -> Path | None:
+    """Print a run's Markdown and, with ``out``, write it and the record's JSON there as
+    ``name``.md / .json; the folder written, or None."""
     print(text)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "batched.json").write_text(json.dumps(data, indent=1) + "\n")
-        (out / "batched.md").write_text(text)
-        if any("ranking" in r for r in rows):  # the mappings to compare over n
-            plot(data, out)
-    return 0
+    if not out:
+        return None
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(data, indent=1) + "\n")
+    (folder / f"{name}.md").write_text(text)
+    return folder
 
 
 if __name__ == "__main__":

@@ -41,7 +41,6 @@ and torch alike; 2^22 instances (1.6 GB) measure the bandwidth regime.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import sys
 from dataclasses import replace
@@ -52,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tuning"))
 
 from allpairs import cell, checked, time_program  # noqa: E402
-from batched import TORCH_TIMING, copy_rate  # noqa: E402
+from batched import TORCH_TIMING, run_record, write_run  # noqa: E402
 from polybench import _median_ms, _torch  # noqa: E402
 
 from polygpu.codegen import cuda  # noqa: E402
@@ -291,18 +290,9 @@ def main(argv=None) -> int:
         cuda.BLOCK_COPIES_BELOW = args.block_copies_below
     device = get_device(args.backend)
     rows = [run_size(ni, args, device) for ni in ([53] if args.small else args.ni)]
-    data = {"gpu": getattr(device, "name", args.backend),
-            "date": datetime.date.today().isoformat(), "rows": rows}
-    if args.backend == "gpu" and not args.small:
-        rate = copy_rate()
-        data["copy_gbs"] = rate / 1e9 if rate else None
-    text = markdown(data)
-    print(text)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "fusion.json").write_text(json.dumps(data, indent=1) + "\n")
-        (out / "fusion.md").write_text(text)
+    data = run_record(device, args.backend, rows, args.backend == "gpu" and not args.small)
+    out = write_run(data, markdown(data), args.out, "fusion")
+    if out is not None:
         plot_covers(data, out / "fusion_covers.png")
     return 0
 
