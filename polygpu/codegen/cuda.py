@@ -427,14 +427,15 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
     ``batch`` host schedule, :mod:`polygpu.schedule.host`) the first host iterator is
     not a loop but the block: one block per element of the batch, each running its
     element's steps.  ``launch_kernels`` (device steps only; default one launch of all):
-    the kernel indices each launch runs, in order -- a program cut into several device-steps
-    launches (``Variant.cuts``, a fusion cover), each with its own block and thread
-    count.  ``residences`` (device steps only, :mod:`polygpu.memory.residence`; one per
-    launch): the block's shared buffers for life, copied in before the first step and
-    out after the last; every reference to their arrays goes to them.  ``elements`` (a batch's
-    device steps): elements per block, each run by its own group of threads -- the
-    kernels' threads rounded up to a power of two, at most a warp -- whose barriers are
-    ``__syncwarp`` over the group's lanes (:func:`group_threads`).
+    the kernel indices each launch runs, in order -- a program cut into several
+    device-steps launches (``Variant.cuts``, a fusion cover), each with its own block
+    and thread count.  ``residences`` (device steps only, one per launch,
+    :mod:`polygpu.memory.residence`): the block's shared buffers for life, copied in
+    before the first step and out after the last; every reference to their arrays goes
+    to them.  ``elements`` (a batch's device steps): elements per block, each run by its
+    own group of threads -- the kernels' threads rounded up to a power of two, at most a
+    warp -- whose barriers are ``__syncwarp`` over the group's lanes
+    (:func:`group_threads`).
 
     ``sizes``: parameter values an unspecialized program is meant for (``compile -p``,
     ``optimize(params=...)``): where 32-bit index arithmetic would overflow at them, the
