@@ -127,7 +127,8 @@ def render_plans(plan, console) -> None:
         v = e.variant
         table.add_row(str(k), str(v.candidate), "x".join(map(str, v.tile)) +
                       (" jam" if v.jam else ""), "x".join(map(str, v.threads)),
-                      "device" if v.device_steps else "host",
+                      ("device" if v.device_steps else "host")
+                      + (f", cut at {','.join(map(str, v.cuts))}" if v.cuts else ""),
                       f"{e.launches:,}" if not e.error else "",
                       "" if e.error else f"{e.seconds * 1e3:,.3f}", e.error or e.detail)
     console.print(table)
