@@ -476,8 +476,7 @@ def compile_variant(prepared: Prepared, variant: Variant | None = None,
     p = plan_variant(prepared, variant, params)
     launch = _launch_plan(p.prepared.analysis, p.step, p.transformation, p.variant,
                           p.kernels, p.memory, params)
-    program = _generate(p.step, p.transformation, p.variant, p.kernels, p.memory, params,
-                        launch)
+    program = _generate(p.transformation, p.variant, p.kernels, p.memory, params, launch)
     prepared, variant = p.prepared, p.variant
     return Compiled(prepared.spec, prepared.analysis, prepared.candidates, p.transformation,
                     p.requested, p.kernels, program, p.memory, prepared.source_scop,
@@ -571,11 +570,10 @@ def program_at(compiled: Compiled, params: Mapping[str, int]) -> KernelProgram:
     step = tr.step or compiled.analysis
     launch = _launch_plan(compiled.analysis, step, tr, compiled.variant, compiled.kernels,
                           compiled.memory, params)
-    return _generate(step, tr, compiled.variant, compiled.kernels, compiled.memory,
-                     params, launch)
+    return _generate(tr, compiled.variant, compiled.kernels, compiled.memory, params, launch)
 
 
-def _generate(an: Analysis, tr: Transformation, variant: Variant,
+def _generate(tr: Transformation, variant: Variant,
               kernels: tuple[TiledKernel, ...], memory: MemoryPlan,
               params: Mapping[str, int] | None, launch: _LaunchPlan) -> KernelProgram:
     # sizes given without specializing still choose the index width (64-bit where 32-bit

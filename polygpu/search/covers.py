@@ -48,14 +48,17 @@ def fused(prepared: Prepared, variant: Variant) -> bool:
 
 
 def rank_covers(prepared: Prepared, variant: Variant, params: Mapping[str, int],
-                limits: Limits = SM_90, top: int = TOP_COVERS) -> list[PlanEstimate]:
+                limits: Limits = SM_90, top: int = TOP_COVERS,
+                whole: PlanEstimate | None = None) -> list[PlanEstimate]:
     """The ``top`` best covers of ``variant``'s kernels (a :func:`fused` plan), best
     first, each as the estimate of the plan with its cuts: its launches' seconds added
     from each launch's price (module doc).  Covers with a launch the model or the
-    prover refuses are left out; the one-launch plan is among them where it ranks."""
+    prover refuses are left out; the one-launch plan is among them where it ranks.
+    ``whole``: the one-launch plan's estimate where the caller has it (``choose``)."""
     from polygpu.search.plan_model import device_steps_estimate, launch_costs, sketch
 
-    whole = estimate(prepared, variant, params, limits)
+    if whole is None:
+        whole = estimate(prepared, variant, params, limits)
     if not math.isfinite(whole.seconds):
         return [whole]
     variant = whole.variant  # (as the model adjusted it)

@@ -400,19 +400,26 @@ def device_steps_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], thr
 def compulsory_bytes(c: Compiled, params: Mapping[str, int]) -> int:
     """Every array of the region read once and, where written, written once: the
     traffic of a plan that reuses all it touches from the caches."""
-    from polygpu.runtime.inputs import eval_int
-
     scop = c.analysis.scop
     written = {a.array for s in scop.statements for a in s.writes}
     read = {a.array for s in scop.statements for a in s.reads}
+    return _read_and_written_bytes(scop.arrays, read, written, params)
+
+
+def _read_and_written_bytes(arrays, read: set[str], written: set[str],
+                            params: Mapping[str, int],
+                            skipped: frozenset[str] | set[str] = frozenset()) -> int:
+    """The bytes of ``arrays`` (scalar temporaries and ``skipped`` aside) read once where
+    in ``read`` and written once where in ``written``."""
+    from polygpu.runtime.inputs import eval_int
+
     total = 0
-    for a in scop.arrays:
-        if a.kind == "temporary":
+    for a in arrays:
+        if a.kind == "temporary" or a.name in skipped:
             continue
         words = math.prod(eval_int(e, params) for e in a.shape_exprs)
         total += words * a.element_size * ((a.name in read) + (a.name in written))
     return total
-
 
 def batch_seconds(costs: Sequence[LaunchCost], widths: Sequence[int], threads: int,
                   elements: int, registers: int, traffic: int, limits: Limits = SM_90,
@@ -568,8 +575,6 @@ def launch_bytes(c: Compiled, params: Mapping[str, int], kernels: Sequence[int],
     """The compulsory traffic of one launch of ``kernels``: every array they touch read
     once and, where written, written once -- a temporary contracted in ``residence``
     (never loaded nor stored) not at all."""
-    from polygpu.runtime.inputs import eval_int
-
     scop = c.kernel_scop
     contracted = {b.array for b in residence.buffers if b.reads is None
                   and b.writes is None} if residence is not None else set()
@@ -578,14 +583,8 @@ def launch_bytes(c: Compiled, params: Mapping[str, int], kernels: Sequence[int],
         for s in c.kernels[k].statements:
             read |= {a.array for a in scop.statement(s).reads}
             written |= {a.array for a in scop.statement(s).writes}
-    total = 0
-    for a in c.analysis.scop.arrays:
-        if a.kind == "temporary" or a.name in contracted:
-            continue
-        words = math.prod(eval_int(e, params) for e in a.shape_exprs)
-        total += words * a.element_size * ((a.name in read) + (a.name in written))
-    return total
-
+    return _read_and_written_bytes(c.analysis.scop.arrays, read, written, params,
+                                   contracted)
 
 def choose(prepared: Prepared, params: Mapping[str, int], limits: Limits = SM_90,
            variants: Sequence[Variant] | None = None) -> PlanChoice:
@@ -622,8 +621,8 @@ def _with_covers(prepared: Prepared, ranked: tuple[PlanEstimate, ...],
     top = ranked[0]
     if not covers.fused(prepared, top.variant):
         return ranked
-    extra = [e for e in covers.rank_covers(prepared, top.variant, params, limits)
-             if e.variant.cuts]
+    extra = [e for e in covers.rank_covers(prepared, top.variant, params, limits,
+                                           whole=top) if e.variant.cuts]
     rest = sorted(ranked[1:] + tuple(extra), key=lambda e: e.seconds)  # (stable)
     if extra and extra[0].seconds < top.seconds * (1 - COVER_MARGIN):
         rest.remove(extra[0])
