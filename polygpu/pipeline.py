@@ -35,6 +35,7 @@ from polygpu.schedule.legality import (
 )
 from polygpu.schedule.ranking import space_dims
 from polygpu.schedule.relayout import between_copies, relaid_variant
+from polygpu.schedule.splits import split_kernels
 from polygpu.schedule.tiling import TiledKernel, tile
 from polygpu.schedule.transformation import Transformation
 from polygpu.schedule.variant import MAX_THREADS, Variant
@@ -247,6 +248,31 @@ class Prepared:
         return (replace(self, analysis=whole, candidates=tuple(composed), relayout=relayout),
                 replace(self, analysis=body_an, candidates=tuple(body), relayout=relayout))
 
+    def transformation(self, variant: Variant) -> Transformation:
+        """``variant``'s candidate of this region with its ``splits`` (proven; refused
+        as bad input where a split is not inside a kernel or breaks a dependence):
+        the kernels everything after the scheduler tiles.  Cached per split."""
+        if variant.candidate >= len(self.candidates):
+            raise PolygpuError(f"variant: candidate {variant.candidate} does not exist "
+                               f"(the scheduler found {len(self.candidates)}: "
+                               f"0..{len(self.candidates) - 1})")
+        key = (variant.candidate, variant.splits)
+        if key not in self._split:
+            try:
+                self._split[key] = split_kernels(self.analysis,
+                                                 self.candidates[variant.candidate],
+                                                 variant.splits)
+            except PolygpuError as e:
+                self._split[key] = e
+        found = self._split[key]
+        if isinstance(found, PolygpuError):
+            raise found
+        return found
+
+    @cached_property
+    def _split(self) -> dict:
+        return {}
+
     def recursive(self, stop: int) -> Prepared:
         """The region with its in-place triangular updates split recursively down to
         ``stop`` rows a leaf (transform/recursion.py, proven) at the sizes prepare()
@@ -449,13 +475,10 @@ def plan_variant(prepared: Prepared, variant: Variant | None = None,
     proven inside their arrays at ``params`` first."""
     requested = variant or Variant()
     prepared, variant = prepared.of(requested)
-    an, found = prepared.analysis, prepared.candidates
+    an = prepared.analysis
     if params:
         require_in_bounds(an.scop, params)
-    if variant.candidate >= len(found):
-        raise PolygpuError(f"variant: candidate {variant.candidate} does not exist "
-                           f"(the scheduler found {len(found)}: 0..{len(found) - 1})")
-    tr = found[variant.candidate]
+    tr = prepared.transformation(variant)
     variant = batch_on_device(tr, variant)
     requested = batch_on_device(tr, requested)
     step = tr.step or an  # with host loops, the kernels are those of one host step

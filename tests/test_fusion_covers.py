@@ -15,6 +15,7 @@ import pytest
 from polygpu.errors import PolygpuError
 from polygpu.pipeline import compile_variant, prepare
 from polygpu.runtime.check import check_program
+from polygpu.schedule.splits import split_points
 from polygpu.schedule.variant import Variant
 from polygpu.search import covers, plan_model
 
@@ -98,20 +99,29 @@ def test_the_prover_refuses_a_cut_through_a_step_loop():
 def test_the_cover_search_is_exact_against_pricing_every_cover():
     variant = replace_fields(grouped(), elements_per_block=32)
     ranked = covers.rank_covers(chain(), variant, LARGE)
-    n = len(chain().candidates[variant.candidate].kernels)
+    # the kernels as scheduled, and split at every nest boundary (the chain's last
+    # kernel runs M2, M3 and F: two points), whose one-launch plan is left out
+    finest = split_points(chain().analysis, chain().candidates[variant.candidate])
+    assert len(finest) == 2
     every = []
-    for k in range(n):
-        for cuts in itertools.combinations(range(1, n), k):
-            e = plan_model.estimate(chain(), replace_fields(variant, cuts=list(cuts)), LARGE)
-            assert math.isclose(e.seconds, sum(e.parts)), e
-            every.append(e)
+    for splits in ((), finest):
+        n = len(chain().candidates[variant.candidate].kernels) + len(splits)
+        for k in range(1 if splits else 0, n):
+            for cuts in itertools.combinations(range(1, n), k):
+                e = plan_model.estimate(chain(), replace_fields(
+                    variant, cuts=list(cuts), splits=list(splits)), LARGE)
+                assert math.isclose(e.seconds, sum(e.parts)), e
+                every.append(e)
     every.sort(key=lambda e: e.seconds)
+    n = len(chain().candidates[variant.candidate].kernels)
     assert len(ranked) == min(covers.TOP_COVERS, len(every))
     for got, want in zip(ranked, every, strict=False):
         assert math.isclose(got.seconds, want.seconds, rel_tol=1e-9)
-    assert {e.variant.cuts for e in ranked} <= {e.variant.cuts for e in every}
+    assert {(e.variant.splits, e.variant.cuts) for e in ranked} <= {
+        (e.variant.splits, e.variant.cuts) for e in every}
     # launches after the first cost their overhead: the all-cut cover is no free lunch
-    all_cut = next(e for e in every if len(e.variant.cuts) == n - 1)
+    all_cut = next(e for e in every if len(e.variant.cuts) == n - 1
+                   and not e.variant.splits)
     assert all_cut.launches == n and all(p > 0 for p in all_cut.parts)
 
 
@@ -130,15 +140,17 @@ def test_the_model_ranks_covers_beside_the_plans_it_chose_from():
 
 @pytest.mark.slow
 def test_every_ranked_cover_runs_correctly_at_an_odd_instance_count():
-    """Every cover the search keeps (TOP_COVERS, here all of the chain's), compiled
+    """Every cover the search keeps (TOP_COVERS), and the chain split into its six
+    nests, one launch each (the unfused plan with the batch's own mapping), compiled
     and checked on the CPU emulator against the original chain."""
     ranked = covers.rank_covers(chain(), grouped(), ODD)
-    assert len(ranked) == 2 ** (len(chain().candidates[grouped().candidate].kernels) - 1)
+    assert len(ranked) == covers.TOP_COVERS
+    six = replace_fields(grouped(), splits=[9, 10], cuts=[1, 2, 3, 4, 5])
     failures = []
-    for e in ranked:
-        c = compile_variant(chain(), e.variant, ODD)
-        assert len(c.program.launches) == len(e.variant.cuts) + 1
+    for variant in [e.variant for e in ranked] + [six]:
+        c = compile_variant(chain(), variant, ODD)
+        assert len(c.program.launches) == len(variant.cuts) + 1
         result = check_program(c.program, c.source_scop, CHAIN, ODD, seed=7)
         if not result.ok:
-            failures.append(f"cuts {e.variant.cuts}: {result.message}")
+            failures.append(f"splits {variant.splits} cuts {variant.cuts}: {result.message}")
     assert not failures, failures

@@ -7,7 +7,7 @@ pivot column and its trailing update), so one tile shape for all is rarely right
 kernel overrides; :meth:`Variant.for_kernel` merges them, and every stage that tiles,
 places or generates one kernel reads that kernel's merged variant.  ``candidate`` and
 ``specialize`` (and ``device_steps``, ``resident``, ``elements_per_block``,
-``fast_math``, ``relayout``, ``recursion``, ``cuts``) concern the whole program and
+``fast_math``, ``relayout``, ``recursion``, ``splits``, ``cuts``) concern the whole program and
 cannot be overridden per kernel.
 
 JSON form (``compile --variant``, the tuning database): the fields, plus
@@ -26,7 +26,7 @@ from polygpu.errors import PolygpuError
 MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
 MAX_THREADS = 1024
 PROGRAM_WIDE = ("candidate", "specialize", "device_steps", "resident", "fast_math",
-                "elements_per_block", "relayout", "recursion", "cuts", "kernels")
+                "elements_per_block", "relayout", "recursion", "splits", "cuts", "kernels")
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,11 @@ class Variant:
     # (seed 002; transform/recursion.py: products and leaves, proven), at the sizes
     # given; 0: not split.  ``candidate`` then counts the split region's candidates
     recursion: int = 0
+    # the candidate's kernels split before these statement positions (counted over the
+    # kernels' statements in order): nests the scheduler fused run as consecutive
+    # kernels, each tiled on its own (schedule/splits.py, proven).  Empty: as scheduled.
+    # Kernel numbers (``cuts``, ``kernels``) count the kernels after the splits
+    splits: tuple[int, ...] = ()
     # a device-steps program as several launches (seed 003's fusion cover): a new launch
     # begins at each of these kernels, each launch running its kernels' steps in one
     # block (an element's, in a batch) with its own resident buffers; what crosses a cut
@@ -148,6 +153,9 @@ class Variant:
             raise PolygpuError(f"variant: cuts {list(self.cuts)} are kernel numbers, "
                                "increasing, each at least 1 (kernel 0 starts the first "
                                "launch)")
+        if list(self.splits) != sorted(set(self.splits)) or any(p < 1 for p in self.splits):
+            raise PolygpuError(f"variant: splits {list(self.splits)} are statement "
+                               "positions, increasing, each at least 1")
         if not -1 <= self.padding < 32:
             raise PolygpuError(f"variant: padding {self.padding} is not -1 (solver) or "
                                "0..31")
@@ -215,6 +223,8 @@ class Variant:
             del data["resident"]
         if self.elements_per_block == 1:
             del data["elements_per_block"]
+        if not self.splits:
+            del data["splits"]
         if not self.cuts:
             del data["cuts"]
         if self.kernels:  # absent when uniform, so older records keep their keys

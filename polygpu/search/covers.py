@@ -1,4 +1,5 @@
-"""Fusion covers (seed 003): which kernels of a fused batch share a launch.
+"""Fusion covers (seed 003): which nests share a kernel, and which kernels of a fused
+batch share a launch.
 
 A ``fused batch`` plan (:mod:`polygpu.schedule.host`) runs all of an element's nests in
 one block, its intermediates resident in shared memory.  That is not always best: a
@@ -18,22 +19,36 @@ launches', and a dynamic program over the cut positions keeps the ``top`` best c
 ending at each kernel -- the paper's restart alternatives as the next-best covers.
 Each launch ``[a, b)`` is priced once, from the plan cut at ``a`` and ``b``
 (``K (K + 1) / 2`` plans for ``K`` kernels), and every plan priced is compiled and
-proven as any device-steps plan (a cut through a step loop is refused there).
+proven as any device-steps plan (a cut through a step loop is refused there).  The
+cuts run over the batch's kernels split at every nest boundary (``Variant.splits``,
+:mod:`polygpu.schedule.splits`), so a launch may end between nests the scheduler had
+put in one kernel (the chain's ``M2``, ``M3`` and ``F``); the plan as scheduled, one
+launch of its unsplit kernels, is ranked beside them.
+
+Launched (host) programs have the same choice one level up: nests the scheduler fused
+into one kernel (3mm's two independent products) may run as consecutive kernels, each
+tiled on its own.  :func:`rank_splits` prices every set of split points (each plan in
+full: a launched program's seconds are its launches' and the points are few), the
+plan as scheduled among them.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import replace
 
 from polygpu.errors import PolygpuError
 from polygpu.pipeline import Prepared, launch_residences, plan_variant
+from polygpu.schedule.splits import split_points
 from polygpu.schedule.variant import Variant
 from polygpu.search.occupancy import SM_90, Limits
 from polygpu.search.plan_model import PlanEstimate, estimate
 
 TOP_COVERS = 8  # covers the ranking keeps per plan (the best first)
+# split points priced in every combination (2^6 plans); beyond, each alone and all
+MAX_SPLIT_POINTS = 6
 
 
 def fused(prepared: Prepared, variant: Variant) -> bool:
@@ -42,9 +57,45 @@ def fused(prepared: Prepared, variant: Variant) -> bool:
     if variant.cuts or variant.candidate >= len(prepared.candidates) or variant.relayout \
             or variant.recursion:
         return False
-    host = prepared.candidates[variant.candidate].host
-    return host is not None and host.kind == "fused batch" and \
-        len(prepared.candidates[variant.candidate].kernels) > 1
+    tr = prepared.candidates[variant.candidate]
+    return tr.host is not None and tr.host.kind == "fused batch" and (
+        len(tr.kernels) > 1 or bool(split_points(prepared.analysis, tr)))
+
+
+def splittable(prepared: Prepared, variant: Variant) -> tuple[int, ...]:
+    """The split points (:func:`~polygpu.schedule.splits.split_points`) of a launched
+    plan as scheduled, whose splits are worth searching; () for others."""
+    if variant.splits or variant.device_steps or variant.relayout or variant.recursion \
+            or variant.candidate >= len(prepared.candidates):
+        return ()
+    tr = prepared.candidates[variant.candidate]
+    if tr.host is not None and tr.host.grid_dims:
+        return ()  # a batch runs its steps on the device: rank_covers' plans
+    return split_points(prepared.analysis, tr)
+
+
+def split_sets(points: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """The sets of ``points`` to price: all of them, fewest points first, up to
+    :data:`MAX_SPLIT_POINTS` points; beyond, each point alone and all together."""
+    if len(points) > MAX_SPLIT_POINTS:
+        return [(p,) for p in points] + [points]
+    return [c for r in range(1, len(points) + 1)
+            for c in itertools.combinations(points, r)]
+
+
+def rank_splits(prepared: Prepared, variant: Variant, params: Mapping[str, int],
+                limits: Limits = SM_90, top: int = TOP_COVERS,
+                whole: PlanEstimate | None = None) -> list[PlanEstimate]:
+    """The ``top`` best plans of ``variant`` (a :func:`splittable` plan) with its fused
+    nests split, the plan as scheduled among them, best first; plans the model or the
+    prover refuses are left out.  ``whole``: the unsplit plan's estimate where the
+    caller has it."""
+    if whole is None:
+        whole = estimate(prepared, variant, params, limits)
+    ranked = [whole] + [estimate(prepared, replace(variant, splits=s), params, limits)
+                        for s in split_sets(splittable(prepared, variant))]
+    return sorted((e for e in ranked if math.isfinite(e.seconds)),
+                  key=lambda e: e.seconds)[:top]
 
 
 def rank_covers(prepared: Prepared, variant: Variant, params: Mapping[str, int],
@@ -52,23 +103,44 @@ def rank_covers(prepared: Prepared, variant: Variant, params: Mapping[str, int],
                 whole: PlanEstimate | None = None) -> list[PlanEstimate]:
     """The ``top`` best covers of ``variant``'s kernels (a :func:`fused` plan), best
     first, each as the estimate of the plan with its cuts: its launches' seconds added
-    from each launch's price (module doc).  Covers with a launch the model or the
-    prover refuses are left out; the one-launch plan is among them where it ranks.
+    from each launch's price (module doc) -- over the kernels as scheduled and over
+    them split at every nest boundary.  Covers with a launch the model or the prover
+    refuses are left out; the one-launch plan is among them where it ranks.
     ``whole``: the one-launch plan's estimate where the caller has it (``choose``)."""
-    from polygpu.search.plan_model import device_steps_estimate, launch_costs, sketch
-
     if whole is None:
         whole = estimate(prepared, variant, params, limits)
     if not math.isfinite(whole.seconds):
         return [whole]
     variant = whole.variant  # (as the model adjusted it)
+    ranked = _cut_covers(prepared, variant, params, limits, top, whole)
+    points = () if variant.splits else split_points(
+        prepared.analysis, prepared.candidates[variant.candidate])
+    if points:
+        finest = replace(variant, splits=points)
+        try:
+            ranked += [e for e in _cut_covers(prepared, finest, params, limits, top, None)
+                       if e.variant != finest]  # (one launch of the split kernels: the
+            # plan above with more barriers)
+        except PolygpuError:
+            pass  # a split through a dependence: the covers of the kernels as scheduled
+    return sorted((e for e in ranked if math.isfinite(e.seconds)),
+                  key=lambda e: e.seconds)[:top]
+
+
+def _cut_covers(prepared: Prepared, variant: Variant, params: Mapping[str, int],
+                limits: Limits, top: int, whole: PlanEstimate | None
+                ) -> list[PlanEstimate]:
+    """The ``top`` best cuts of ``variant``'s kernels into launches, by the dynamic
+    program of the module doc; ``whole``: the one-launch plan's estimate, if known."""
+    from polygpu.search.plan_model import device_steps_estimate, launch_costs, sketch
+
     # one tiling and placement and one count of its launches for every cut: cuts change
     # only which kernels share a block (proven, and resident, per launch below)
     planned = plan_variant(prepared, variant, params)
     twin = sketch(prepared, variant)
     costs = launch_costs(twin, params, limits)
     n = len(planned.kernels)
-    priced: dict[tuple[int, ...], PlanEstimate] = {(): whole}
+    priced: dict[tuple[int, ...], PlanEstimate] = {} if whole is None else {(): whole}
 
     def plan(cuts: tuple[int, ...]) -> PlanEstimate:
         if cuts not in priced:
@@ -101,5 +173,4 @@ def rank_covers(prepared: Prepared, variant: Variant, params: Mapping[str, int],
         best.append(sorted(ending)[:top])
     # each cover priced whole (proven: a cover's cuts are each proven above, and
     # together here), its seconds the sum the dynamic program ranked it by
-    ranked = [plan(cuts) for _, cuts in best[n]]
-    return sorted((e for e in ranked if math.isfinite(e.seconds)), key=lambda e: e.seconds)
+    return [plan(cuts) for _, cuts in best[n]]

@@ -302,11 +302,8 @@ def sketch(prepared: Prepared, variant: Variant) -> Compiled:
     requested = variant
     prepared, variant = prepared.of(variant)  # a relayout's: the relaid region
     an, found = prepared.analysis, prepared.candidates
-    if variant.candidate >= len(found):
-        raise PolygpuError(f"variant: candidate {variant.candidate} does not exist "
-                           f"(the scheduler found {len(found)}: 0..{len(found) - 1})")
     twin = replace(variant, device_steps=False)
-    tr = found[twin.candidate]
+    tr = prepared.transformation(twin)
     step = tr.step or an
     kernels = tile(step.scop, step.dependences_with(tr.atomic), tr, twin)
     memory = plan_memory(step, tr, kernels, twin)
@@ -612,17 +609,20 @@ def choose(prepared: Prepared, params: Mapping[str, int], limits: Limits = SM_90
 
 def _with_covers(prepared: Prepared, ranked: tuple[PlanEstimate, ...],
                  params: Mapping[str, int], limits: Limits) -> tuple[PlanEstimate, ...]:
-    """``ranked`` with the best covers of its top plan where that is a fused batch
-    (:mod:`polygpu.search.covers`: the same plan split into launches), each placed by
-    its seconds after the plans as fast; the top plan stays first unless a cover beats
-    it by more than :data:`COVER_MARGIN`."""
+    """``ranked`` with the best covers of its top plan (:mod:`polygpu.search.covers`:
+    a fused batch's kernels split into launches, or a launched plan's fused nests into
+    kernels), each placed by its seconds after the plans as fast; the top plan stays
+    first unless a cover beats it by more than :data:`COVER_MARGIN`."""
     from polygpu.search import covers
 
     top = ranked[0]
-    if not covers.fused(prepared, top.variant):
+    if covers.fused(prepared, top.variant):
+        found = covers.rank_covers(prepared, top.variant, params, limits, whole=top)
+    elif covers.splittable(prepared, top.variant):
+        found = covers.rank_splits(prepared, top.variant, params, limits, whole=top)
+    else:
         return ranked
-    extra = [e for e in covers.rank_covers(prepared, top.variant, params, limits,
-                                           whole=top) if e.variant.cuts]
+    extra = [e for e in found if e.variant != top.variant]
     rest = sorted(ranked[1:] + tuple(extra), key=lambda e: e.seconds)  # (stable)
     if extra and extra[0].seconds < top.seconds * (1 - COVER_MARGIN):
         rest.remove(extra[0])

@@ -273,7 +273,7 @@ def _sketch_one(prepared, variant: Variant, params: Mapping[str, int]) -> dict:
     threads = max(math.prod(la.block) for la in c.program.launches)
     shared = max(la.shared_bytes for la in c.program.launches)
     if variant.device_steps:  # all of it in the one launch, of one block
-        tr = target.candidates[variant.candidate]
+        tr = target.transformation(variant)
         if tr.host is None:
             raise PolygpuError("variant: device_steps runs host loops on the device, but "
                                "this transformation has none")
@@ -907,7 +907,7 @@ class Session:
         from polygpu.search.database import plan_identity
 
         target, built = self.prepared.of(variant)
-        tr = target.candidates[variant.candidate]
+        tr = target.transformation(variant)
         # a relayout's kernels are those of the relaid region: never the same plan
         statements = tr.kernels[kernel].statements + (("relaid",) if variant.relayout else ())
         return (plan_identity(variant.candidate, statements), kernel,

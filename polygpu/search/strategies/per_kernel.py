@@ -69,7 +69,7 @@ from polygpu.search.strategies import model
 
 
 def _kernels(session, variant) -> int:
-    return len(session.prepared.of(variant)[0].candidates[variant.candidate].kernels)
+    return len(session.prepared.of(variant)[0].transformation(variant).kernels)
 
 
 def first_space(session) -> list:
