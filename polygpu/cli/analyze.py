@@ -128,6 +128,7 @@ def render_plans(plan, console) -> None:
         table.add_row(str(k), str(v.candidate), "x".join(map(str, v.tile)) +
                       (" jam" if v.jam else ""), "x".join(map(str, v.threads)),
                       ("device" if v.device_steps else "host")
+                      + (f", split at {','.join(map(str, v.splits))}" if v.splits else "")
                       + (f", cut at {','.join(map(str, v.cuts))}" if v.cuts else ""),
                       f"{e.launches:,}" if not e.error else "",
                       "" if e.error else f"{e.seconds * 1e3:,.3f}", e.error or e.detail)
