@@ -645,6 +645,9 @@ def resident_plan(scop: Scop, kernels: tuple[TiledKernel, ...], memory: MemoryPl
     return tuple(found)
 
 
+_UNCUT_PROVEN: dict[tuple[int, int], tuple] = {}  # (the objects themselves kept: ids live)
+
+
 def _prove_device_steps(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ...],
                         memory: MemoryPlan, variant: Variant) -> None:
     """Refuse a device-steps variant the kernels cannot take, and prove the plan again
@@ -668,7 +671,15 @@ def _prove_device_steps(an: Analysis, tr: Transformation, kernels: tuple[TiledKe
     kinds = ("block",) * grid + tuple("barrier" if k == "global" else k
                                       for k in es.kinds[grid:])
     deps = an.dependences_with(tr.atomic)
-    prove_legal(deps, ExecutionSchedule(es.schedule, kinds))
+    # the plan without its cuts, proven once per transformation and kernels (a cover
+    # search proves tens of cuts of one plan)
+    key = (id(tr), id(kernels))
+    seen = _UNCUT_PROVEN.get(key)
+    if seen is None or seen[0] is not tr or seen[1] is not kernels:
+        prove_legal(deps, ExecutionSchedule(es.schedule, kinds))
+        if len(_UNCUT_PROVEN) > 64:
+            _UNCUT_PROVEN.clear()
+        _UNCUT_PROVEN[key] = (tr, kernels)
     if variant.cuts:  # each statement's launch first (the plan above is proven: what
         # breaks now is the cut's doing, the variant's -- bad input, not a bug)
         launch = {s: n for n, ks in enumerate(variant.launches(len(kernels)))
