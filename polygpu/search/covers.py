@@ -47,8 +47,8 @@ from polygpu.search.occupancy import SM_90, Limits
 from polygpu.search.plan_model import PlanEstimate, estimate
 
 TOP_COVERS = 8  # covers the ranking keeps per plan (the best first)
-# split points priced in every combination (2^6 plans); beyond, each alone and all
-MAX_SPLIT_POINTS = 6
+# split points priced in every combination (7 plans); beyond, each alone and all
+MAX_SPLIT_POINTS = 3
 
 
 def fused(prepared: Prepared, variant: Variant) -> bool:
