@@ -10,8 +10,10 @@ import subprocess
 import sys
 from functools import cache
 
+import numpy as np
 import pytest
 
+import polygpu
 from polygpu.errors import PolygpuError
 from polygpu.pipeline import compile_variant, prepare
 from polygpu.runtime.check import check_program
@@ -117,3 +119,29 @@ def test_the_model_ranks_the_splits_of_its_top_plan():
     ranked = covers.rank_splits(mm3(), top.variant, LARGE)
     assert [e.seconds for e in ranked] == sorted(e.seconds for e in ranked)
     assert top.variant in [e.variant for e in ranked]
+
+
+def test_a_split_and_cut_chain_runs_through_the_python_api():
+    """The Python API launches a split, cut plan through the same device layer: seed
+    003's chain (the Python spelling) as three launches over its six nests, called on
+    NumPy arrays and compared with NumPy's own chain."""
+    spec = "kernels/map_chain.py:map_chain"
+    prepared = prepare(spec)
+    fused = next(k for k, tr in enumerate(prepared.candidates)
+                 if tr.host is not None and tr.host.kind == "fused batch")
+    points = split_points(prepared.analysis, prepared.candidates[fused])
+    assert len(points) == 2  # M2 | M3 | F
+    variant = Variant(candidate=fused, tile=(8, 8), threads=(1, 8), shared=False,
+                      device_steps=True, resident=True, specialize=True,
+                      elements_per_block=4, splits=points, cuts=(3, 5))
+    ni = 37
+    kernel = polygpu.optimize(spec, params={"ni": ni}, variant=variant, backend="cpu")
+    assert kernel.variant == variant and len(kernel.launches) == 3
+    rng = np.random.default_rng(5)
+    A, B, D, E = (rng.random((ni, k, k), dtype=np.float32) for k in (3, 3, 5, 5))
+    c = rng.random((ni, 3), dtype=np.float32)
+    F = np.full((ni, 5, 5), np.nan, dtype=np.float32)
+    kernel(ni, A, B, c, D, E, F)
+    v1 = np.einsum("eij,ej->ei", A @ B, c)
+    expected = (D @ E + D) * np.sqrt((v1 * v1).sum(axis=1))[:, None, None]
+    np.testing.assert_allclose(F, expected, rtol=1e-4)
