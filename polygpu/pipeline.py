@@ -633,8 +633,9 @@ def resident_plan(scop: Scop, kernels: tuple[TiledKernel, ...], memory: MemoryPl
         static = sum(memory.shared_bytes(k.index) for k in own)
         # each element of a block has its own buffers: the block's shared memory is theirs
         budget = (MAX_SHARED_BYTES - static) // variant.elements_per_block
-        others = set().union(*(t for m, t in enumerate(touched) if m != n))
-        residence = plan_residence(scop, own, grid_dims, budget, staged, others)
+        others = frozenset().union(*(t for m, t in enumerate(touched) if m != n))
+        residence = _launch_residence(scop, own, grid_dims, budget, frozenset(staged),
+                                      others)
         if not residence.buffers:
             why = "; ".join(f"{a}: {reason}" for a, reason in residence.left) or \
                 "no arrays"
@@ -643,6 +644,29 @@ def resident_plan(scop: Scop, kernels: tuple[TiledKernel, ...], memory: MemoryPl
                                f"{where} ({why})", scop.loc)
         found.append(residence)
     return tuple(found)
+
+
+_RESIDENCES: dict[tuple, tuple] = {}  # (scop statements, kernels, residence) by ids
+
+
+def _launch_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
+                      budget: int, staged: frozenset[str], others: frozenset[str]
+                      ) -> Residence:
+    """:func:`~polygpu.memory.residence.plan_residence`, once per launch: a cover search
+    prices a launch of the same kernels in many covers, and what the rest of a cover
+    contributes (``others``: the arrays its other launches touch) depends only on which
+    kernels are outside this launch, not on how they are cut."""
+    key = (id(scop.statements), str(scop.context), tuple(map(id, kernels)), grid_dims,
+           budget, staged, others)
+    seen = _RESIDENCES.get(key)
+    if seen is not None and seen[0] is scop.statements and all(
+            a is b for a, b in zip(seen[1], kernels, strict=True)):
+        return seen[2]
+    residence = plan_residence(scop, kernels, grid_dims, budget, staged, others)
+    if len(_RESIDENCES) > 256:
+        _RESIDENCES.clear()
+    _RESIDENCES[key] = (scop.statements, kernels, residence)
+    return residence
 
 
 _UNCUT_PROVEN: dict[tuple[int, int], tuple] = {}  # (the objects themselves kept: ids live)
@@ -666,33 +690,57 @@ def _prove_device_steps(an: Analysis, tr: Transformation, kernels: tuple[TiledKe
                            "kernel with fewer threads than the block stages data in "
                            "shared memory or needs dynamic shared memory; set "
                            "\"shared\": false or equal thread counts", an.scop.loc)
-    es = transformation_schedule(tr)
     grid = tr.host.grid_dims
-    kinds = ("block",) * grid + tuple("barrier" if k == "global" else k
-                                      for k in es.kinds[grid:])
     deps = an.dependences_with(tr.atomic)
     # the plan without its cuts, proven once per transformation and kernels (a cover
     # search proves tens of cuts of one plan)
     key = (id(tr), id(kernels))
     seen = _UNCUT_PROVEN.get(key)
     if seen is None or seen[0] is not tr or seen[1] is not kernels:
+        es = transformation_schedule(tr)
+        kinds = ("block",) * grid + tuple("barrier" if k == "global" else k
+                                          for k in es.kinds[grid:])
         prove_legal(deps, ExecutionSchedule(es.schedule, kinds))
         if len(_UNCUT_PROVEN) > 64:
             _UNCUT_PROVEN.clear()
-        _UNCUT_PROVEN[key] = (tr, kernels)
-    if variant.cuts:  # each statement's launch first (the plan above is proven: what
-        # breaks now is the cut's doing, the variant's -- bad input, not a bug)
-        launch = {s: n for n, ks in enumerate(variant.launches(len(kernels)))
-                  for k in ks for s in kernels[k].statements}
-        cut = union_of([insert_constants(m, 0, [launch[m.get_tuple_name(isl.dim_type.in_)]])
-                        for m in maps_of(es.schedule)], es.schedule.get_space())
-        broken = violations(deps, ExecutionSchedule(cut, ("global",) + kinds))
+        seen = _UNCUT_PROVEN[key] = (tr, kernels, es.schedule, kinds)
+    schedule, kinds = seen[2], seen[3]
+    # each statement's launch first (the plan above is proven: what breaks now is the
+    # cut's doing, the variant's -- bad input, not a bug).  Cuts are proven one at a
+    # time: with the plan proven uncut, a dependence breaks exactly when some cut lies
+    # between its sink's kernel and its source's (a later launch's statement before an
+    # earlier one's), so a set of cuts is legal exactly when each cut alone is -- and
+    # a cover search's tens of covers reuse the proofs of its few cuts
+    for c in variant.cuts:
+        broken = _cut_violations(deps, schedule, kinds, tr, kernels, c)
         if broken:
             what, pairs = broken[0]
             raise PolygpuError(f"variant: cuts {list(variant.cuts)} would run a statement "
-                               f"before one it depends on ({len(broken)} dependence(s) "
-                               f"broken between launches; e.g. the {what}: {pairs})",
-                               an.scop.loc)
+                               f"before one it depends on (the cut before kernel {c} "
+                               f"breaks {len(broken)} dependence(s) between launches; "
+                               f"e.g. the {what}: {pairs})", an.scop.loc)
+
+
+_CUTS_PROVEN: dict[tuple[int, int, int], tuple] = {}  # (tr, kernels, violations) by ids
+
+
+def _cut_violations(deps, schedule: isl.UnionMap, kinds: tuple[str, ...],
+                    tr: Transformation, kernels: tuple[TiledKernel, ...], cut: int) -> list:
+    """The dependences broken by launching ``kernels`` before kernel ``cut`` apart from
+    the rest (``schedule``, ``kinds``: the proven one-launch plan); cached per plan."""
+    key = (id(tr), id(kernels), cut)
+    seen = _CUTS_PROVEN.get(key)
+    if seen is not None and seen[0] is tr and seen[1] is kernels:
+        return seen[2]
+    launch = {s: int(k >= cut) for k, kernel in enumerate(kernels)
+              for s in kernel.statements}
+    staged = union_of([insert_constants(m, 0, [launch[m.get_tuple_name(isl.dim_type.in_)]])
+                       for m in maps_of(schedule)], schedule.get_space())
+    broken = violations(deps, ExecutionSchedule(staged, ("global",) + kinds))
+    if len(_CUTS_PROVEN) > 256:
+        _CUTS_PROVEN.clear()
+    _CUTS_PROVEN[key] = (tr, kernels, broken)
+    return broken
 
 
 def describe(tr: Transformation, variant: Variant) -> str:

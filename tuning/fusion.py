@@ -54,7 +54,7 @@ from allpairs import cell, checked, time_program  # noqa: E402
 from batched import TORCH_TIMING, run_record, write_run  # noqa: E402
 from polybench import _median_ms, _torch  # noqa: E402
 
-from polygpu.codegen import cuda  # noqa: E402
+from polygpu.codegen import cuda, staging  # noqa: E402
 from polygpu.pipeline import compile_variant, prepare  # noqa: E402
 from polygpu.runtime.device import get_device  # noqa: E402
 from polygpu.schedule.variant import Variant  # noqa: E402
@@ -283,11 +283,16 @@ def main(argv=None) -> int:
     p.add_argument("--block-copies-below", type=int, metavar="THREADS",
                    help="probe: groups narrower than this copy their resident buffers "
                    "with the whole block (codegen/cuda.py BLOCK_COPIES_BELOW; 0: never)")
+    p.add_argument("--batched-copy-bytes", type=int, metavar="BYTES",
+                   help="probe: a thread's copy-in loads held in registers before their "
+                   "stores (codegen/staging.py BATCHED_COPY_BYTES; 0: one loop a buffer)")
     p.add_argument("--out")
     args = p.parse_args(argv)
     args.also_variants = json.loads(Path(args.also).read_text()) if args.also else []
     if args.block_copies_below is not None:  # a probe of the code generator's rule
         cuda.BLOCK_COPIES_BELOW = args.block_copies_below
+    if args.batched_copy_bytes is not None:
+        staging.BATCHED_COPY_BYTES = args.batched_copy_bytes
     device = get_device(args.backend)
     rows = [run_size(ni, args, device) for ni in ([53] if args.small else args.ni)]
     data = run_record(device, args.backend, rows, args.backend == "gpu" and not args.small)

@@ -1013,10 +1013,9 @@ def _resident(scop: Scop, resident: list, threads: int, index64: bool, dynamic: 
     copied = elements if together else 1
     # copies by the whole block need a block barrier on either side of the steps
     copies = "__syncthreads()" if together else barrier
-    for b, pointer in zip(resident, pointers, strict=True):
-        if b.reads is not None:
-            out += staging.resident_copy(b, printer, "in", threads, known, copied,
-                                         [*bind, pointer])
+    out += staging.resident_copies_in(
+        [(b, [*bind, pointer]) for b, pointer in zip(resident, pointers, strict=True)
+         if b.reads is not None], printer, threads, known, copied)
     out.append(cgen.Statement(copies))
     out += steps
     out.append(cgen.Statement(copies))

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import cgen
 import islpy as isl
@@ -460,6 +461,110 @@ def _vector_dealt(buffer: Buffer, threads: int, width: int, size: int, unpack: l
                      cgen.Block(unpack + [cgen.If(aligned, vector, scalar)]))]
 
 
+# Bytes of copy-in loads one thread holds in registers at once (:func:`resident_copies_in`).
+# 128: 32 floats, enough to keep a bandwidth-bound batch's loads in flight without
+# costing the steps' registers (the copies end before the steps begin).
+BATCHED_COPY_BYTES = 128
+
+
+def resident_copies_in(entries: Sequence[tuple[Buffer, Sequence]], printer: Printer,
+                       threads: int, known: isl.Set, elements: int = 1) -> list:
+    """Copy-ins of resident ``buffers`` (``entries``: each with its ``rebind``, as
+    :func:`resident_copy`) in batches whose loads all issue before any store.
+
+    A copy loop that stores each loaded word to shared memory before its next load
+    waits a full memory latency per word: the loads of the guarded, dealt loop sit in
+    separate branches, so the compiler cannot hoist them, and a thread has one load in
+    flight.  A batch loads every word a thread moves into registers first (fully
+    unrolled, each under the same guard as its store), then stores them, so a thread
+    has all its loads in flight at once.  Buffers a thread moves more than
+    :data:`BATCHED_COPY_BYTES` of keep the one-loop copy."""
+    out: list = []
+    batch: list = []
+    held = 0
+
+    def flush():
+        nonlocal batch, held
+        out.extend(line for loads, _ in batch for line in loads)
+        out.extend(line for _, stores in batch for line in stores)
+        batch, held = [], 0
+
+    for buffer, rebind in entries:
+        if BATCHED_COPY_BYTES <= 0:
+            out += resident_copy(buffer, printer, "in", threads, known, elements, rebind)
+            continue
+        parts = _copy_parts(buffer, printer, "in", threads, known, elements, rebind)
+        rounds = -(-parts.total // parts.stride)
+        nbytes = rounds * ir.DTYPES[buffer.dtype][1]
+        if nbytes > BATCHED_COPY_BYTES:
+            out += resident_copy(buffer, printer, "in", threads, known, elements, rebind)
+            continue
+        if held + nbytes > BATCHED_COPY_BYTES:
+            flush()
+        batch.append(_batched(buffer, parts, rounds))
+        held += nbytes
+    flush()
+    return out
+
+
+@dataclass(frozen=True)
+class _CopyParts:
+    """A resident copy's pieces: ``total`` linear indices dealt ``stride`` apart from
+    ``first`` (C names ``linear``), ``index`` (C lines binding the element and box
+    coordinates of ``linear``), the ``guard``, the buffer element ``local`` and the
+    array element ``global_ref``."""
+
+    total: int
+    stride: int
+    first: str
+    linear: str
+    index: list
+    guard: str
+    local: str
+    global_ref: str
+
+
+def _copy_parts(buffer: Buffer, printer: Printer, direction: str, threads: int,
+                known: isl.Set, elements: int, rebind: Sequence) -> _CopyParts:
+    footprint = buffer.writes if direction == "out" else buffer.reads
+    extents = copied_extents(footprint, buffer, known)
+    u = [f"pg_u{k}" for k in range(len(extents))]
+    guard = index_text(_guard(footprint, buffer, u, known, extents), printer.index64)
+    local = f"{buffer.name}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
+    subs = _element(buffer, u, printer.index64)
+    global_ref = f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
+    size = math.prod(extents)
+    if elements == 1:
+        return _CopyParts(size, threads, TID, "pg_i", _unpack(u, extents), guard, local,
+                          global_ref)
+    element = [cgen.Line(f"const int {GROUP} = pg_l / {size};"), *rebind,
+               cgen.Line(f"const int pg_i = pg_l % {size};")]
+    return _CopyParts(size * elements, threads * elements, "threadIdx.x", "pg_l",
+                      element + _unpack(u, extents), guard, local, global_ref)
+
+
+def _batched(buffer: Buffer, parts: _CopyParts, rounds: int) -> tuple[list, list]:
+    """The loads of ``buffer``'s copy-in into a register array, and the stores of that
+    array into the buffer: two fully unrolled loops over the thread's ``rounds``."""
+    held = f"{buffer.name}_in"
+    ctype = ir.DTYPES[buffer.dtype][0]
+
+    def rounds_loop(move: str) -> list:
+        body = parts.index + [cgen.Line(move) if parts.guard in ("1", "") else
+                              cgen.If(parts.guard, cgen.Block([cgen.Line(move)]))]
+        inner = cgen.Block([cgen.Line(f"const int {parts.linear} = {parts.first} + "
+                                      f"pg_r * {parts.stride};")]
+                           + ([cgen.If(f"{parts.linear} < {parts.total}",
+                                       cgen.Block(body))]
+                              if parts.total % parts.stride else body))
+        return [cgen.Pragma("unroll"),
+                cgen.For("int pg_r = 0", f"pg_r < {rounds}", "pg_r += 1", inner)]
+
+    loads = [cgen.Line(f"{ctype} {held}[{rounds}];"),
+             *rounds_loop(f"{held}[pg_r] = {parts.global_ref};")]
+    return loads, rounds_loop(f"{parts.local} = {held}[pg_r];")
+
+
 def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int,
                   known: isl.Set, elements: int = 1, rebind: Sequence = ()) -> list:
     """Copy-in (global -> buffer, where read) or copy-out (buffer -> global, where
@@ -474,24 +579,12 @@ def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int
     elements of a batch are mostly adjacent in memory, so a warp's loads run over
     several elements' boxes instead of a group's few words, and the index arithmetic
     is spread over the whole block."""
-    footprint = buffer.writes if direction == "out" else buffer.reads
-    extents = copied_extents(footprint, buffer, known)
-    u = [f"pg_u{k}" for k in range(len(extents))]
-    guard = index_text(_guard(footprint, buffer, u, known, extents), printer.index64)
-    local = f"{buffer.name}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
-    subs = _element(buffer, u, printer.index64)
-    global_ref = f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
-    move = cgen.Line(f"{local} = {global_ref};" if direction == "in"
-                     else f"{global_ref} = {local};")
-    body = [move] if guard in ("1", "") else [cgen.If(guard, cgen.Block([move]))]
-    size = math.prod(extents)
-    if elements == 1:
-        return _dealt(size, threads, _unpack(u, extents) + body)
-    element = [cgen.Line(f"const int {GROUP} = pg_l / {size};"), *rebind,
-               cgen.Line(f"const int pg_i = pg_l % {size};")]
-    return [cgen.For("int pg_l = threadIdx.x", f"pg_l < {size * elements}",
-                     f"pg_l += {threads * elements}",
-                     cgen.Block(element + _unpack(u, extents) + body))]
+    p = _copy_parts(buffer, printer, direction, threads, known, elements, rebind)
+    move = cgen.Line(f"{p.local} = {p.global_ref};" if direction == "in"
+                     else f"{p.global_ref} = {p.local};")
+    body = [move] if p.guard in ("1", "") else [cgen.If(p.guard, cgen.Block([move]))]
+    return [cgen.For(f"int {p.linear} = {p.first}", f"{p.linear} < {p.total}",
+                     f"{p.linear} += {p.stride}", cgen.Block(p.index + body))]
 
 
 def _unpack(u: list[str], extents: tuple[int, ...], linear: str = "pg_i") -> list:
