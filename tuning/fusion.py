@@ -286,6 +286,9 @@ def main(argv=None) -> int:
     p.add_argument("--batched-copy-bytes", type=int, metavar="BYTES",
                    help="probe: a thread's copy-in loads held in registers before their "
                    "stores (codegen/staging.py BATCHED_COPY_BYTES; 0: one loop a buffer)")
+    p.add_argument("--word-copies", action="store_true",
+                   help="probe: full blocks copy their elements' ranges word by word, not "
+                   "in 16-byte vectors (codegen/staging.py BLOCK_RANGES)")
     p.add_argument("--out")
     args = p.parse_args(argv)
     args.also_variants = json.loads(Path(args.also).read_text()) if args.also else []
@@ -293,6 +296,8 @@ def main(argv=None) -> int:
         cuda.BLOCK_COPIES_BELOW = args.block_copies_below
     if args.batched_copy_bytes is not None:
         staging.BATCHED_COPY_BYTES = args.batched_copy_bytes
+    if args.word_copies:
+        staging.BLOCK_RANGES = False
     device = get_device(args.backend)
     rows = [run_size(ni, args, device) for ni in ([53] if args.small else args.ni)]
     data = run_record(device, args.backend, rows, args.backend == "gpu" and not args.small)

@@ -1015,7 +1015,8 @@ def _resident(scop: Scop, resident: list, threads: int, index64: bool, dynamic: 
     copies = "__syncthreads()" if together else barrier
     out += staging.resident_copies_in(
         [(b, [*bind, pointer]) for b, pointer in zip(resident, pointers, strict=True)
-         if b.reads is not None], printer, threads, known, copied)
+         if b.reads is not None], printer, threads, known, copied, scop,
+        scop.host[0] if bind else None, dynamic)
     out.append(cgen.Statement(copies))
     out += steps
     out.append(cgen.Statement(copies))

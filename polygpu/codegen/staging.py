@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cgen
 import islpy as isl
@@ -465,10 +465,15 @@ def _vector_dealt(buffer: Buffer, threads: int, width: int, size: int, unpack: l
 # 128: 32 floats, enough to keep a bandwidth-bound batch's loads in flight without
 # costing the steps' registers (the copies end before the steps begin).
 BATCHED_COPY_BYTES = 128
+# Whether a full block of a batch copies an array's contiguous range of its elements in
+# 16-byte vectors (:func:`_block_range`); False: word by word (a probe's switch)
+BLOCK_RANGES = True
 
 
 def resident_copies_in(entries: Sequence[tuple[Buffer, Sequence]], printer: Printer,
-                       threads: int, known: isl.Set, elements: int = 1) -> list:
+                       threads: int, known: isl.Set, elements: int = 1,
+                       scop: Scop | None = None, element: str | None = None,
+                       dynamic: bool = False) -> list:
     """Copy-ins of resident ``buffers`` (``entries``: each with its ``rebind``, as
     :func:`resident_copy`) in batches whose loads all issue before any store.
 
@@ -478,15 +483,33 @@ def resident_copies_in(entries: Sequence[tuple[Buffer, Sequence]], printer: Prin
     flight.  A batch loads every word a thread moves into registers first (fully
     unrolled, each under the same guard as its store), then stores them, so a thread
     has all its loads in flight at once.  Buffers a thread moves more than
-    :data:`BATCHED_COPY_BYTES` of keep the one-loop copy."""
+    :data:`BATCHED_COPY_BYTES` of keep the one-loop copy.
+
+    With several ``elements`` a block (``element``: the batch's parameter, ``scop`` the
+    region) a buffer whose elements' boxes lie one after another in the array, each
+    read whole, is copied by a full block as one contiguous range in 16-byte vectors
+    (:func:`_block_range`); a partial block (the batch's last) copies word by word."""
     out: list = []
     batch: list = []
     held = 0
 
     def flush():
+        """The batch's word-by-word loads, then its stores; where some of its buffers
+        are ranged, behind a test that every ranged one's block is full, the loads and
+        stores of their vectors instead (one branch: the registers of the two forms are
+        never live at once)."""
         nonlocal batch, held
-        out.extend(line for loads, _ in batch for line in loads)
-        out.extend(line for _, stores in batch for line in stores)
+        words = [line for b in batch for line in b.loads] + \
+            [line for b in batch for line in b.stores]
+        ranged = [b for b in batch if b.vectors is not None]
+        out.extend(line for b in batch for line in b.declared)
+        if not ranged:
+            out.extend(words)
+        else:
+            fast = [line for b in batch for line in (b.vectors or b.loads)] + \
+                [line for b in batch for line in (b.vector_stores or b.stores)]
+            out.append(cgen.If(" && ".join(b.full for b in ranged), cgen.Block(fast),
+                               cgen.Block(words)))
         batch, held = [], 0
 
     for buffer, rebind in entries:
@@ -501,7 +524,15 @@ def resident_copies_in(entries: Sequence[tuple[Buffer, Sequence]], printer: Prin
             continue
         if held + nbytes > BATCHED_COPY_BYTES:
             flush()
-        batch.append(_batched(buffer, parts, rounds))
+        copy = _batched(buffer, parts, rounds)
+        ranged = None if not BLOCK_RANGES or elements == 1 or scop is None or \
+            element is None or dynamic \
+            else _block_range(buffer, printer, scop, known, element, elements, rebind)
+        if ranged is not None:
+            copy = _ranged(buffer, *ranged, parts.total, parts.stride, copy)
+            nbytes = max(nbytes, VECTOR_BYTES * -(-parts.total // (
+                parts.stride * VECTOR_BYTES // buffer.element_size)))
+        batch.append(copy)
         held += nbytes
     flush()
     return out
@@ -543,7 +574,118 @@ def _copy_parts(buffer: Buffer, printer: Printer, direction: str, threads: int,
                       element + _unpack(u, extents), guard, local, global_ref)
 
 
-def _batched(buffer: Buffer, parts: _CopyParts, rounds: int) -> tuple[list, list]:
+def _block_range(buffer: Buffer, printer: Printer, scop: Scop, known: isl.Set,
+                 element: str, elements: int, rebind: Sequence
+                 ) -> tuple[list, str] | None:
+    """Where a block's copy-in of ``buffer`` is one contiguous range of its array in a
+    full block: the C lines setting ``<name>_start`` (the range's first offset) and
+    ``<name>_full`` (whether the block's first and last elements read their whole box,
+    and the range is 16-byte aligned), or None where the range is not contiguous.
+
+    Proven with isl: every box dimension has stride 1, the box reaches whole rows of the
+    array from their start outside the first dimension (known constant extents), and
+    the first dimension's base is ``extent * element + c`` -- so element ``e + 1``'s box
+    starts where element ``e``'s ends; the elements that read their whole box form one
+    convex set (no strides, no holes), so a block whose first and last do has every
+    element between read whole, and the block's boxes are the range, word for word, the
+    buffers of its elements (dense: no padding, storage in the box's order) too."""
+    box = buffer.box
+    extents = box.extents
+    d = len(extents)
+    width = VECTOR_BYTES // buffer.element_size
+    size = math.prod(extents)
+    if buffer.dtype not in VECTOR_TYPES or box.chunk or any(t != 1 for t in box.stride) \
+            or buffer.row_extents != extents or buffer.stages != 1 \
+            or buffer.storage_order != tuple(range(d)) or size * elements % width:
+        return None
+    inside = _inside(buffer.reads, buffer)
+    whole = isl.Set.universe(inside.get_space())
+    for k, e in enumerate(extents):
+        whole = whole.lower_bound_val(isl.dim_type.set, k, isl.Val(0)) \
+            .upper_bound_val(isl.dim_type.set, k, isl.Val(e - 1))
+    short = whole.subtract(inside).params()
+    full = isl.Set.universe(short.get_space()).subtract(short)
+    full = full.intersect_params(known.align_params(full.get_space())).coalesce()
+    if full.is_empty() or full.n_basic_set() != 1 or \
+            full.get_basic_sets()[0].dim(isl.dim_type.div):
+        return None
+    extent = _fixed_extent(scop, buffer.array)
+    for k in range(1, d):
+        top = extent.dim_max(k)
+        if not top.is_cst() or extent.dim_min_val(k).to_python() != 0 or \
+                top.max_val().to_python() + 1 != extents[k] or \
+                _nonzero_somewhere(box.base[k], full):
+            return None
+    pieces = box.base[0].get_pieces()
+    if len(pieces) != 1:
+        return None
+    aff = pieces[0][1]
+    k = aff.get_domain_space().find_dim_by_name(isl.dim_type.param, element)
+    if k < 0 or aff.dim(isl.dim_type.div) or \
+            aff.get_coefficient_val(isl.dim_type.param, k).to_python() != extents[0]:
+        return None
+    condition = isl.AstBuild.from_context(known.align_params(full.get_space()).params()) \
+        .expr_from_set(full).to_C_str()
+    itype = INDEX64 if printer.index64 else "int"
+    start, ok = f"{buffer.name}_start", f"{buffer.name}_full"
+    origin = printer.flat_index(buffer.array, _element(buffer, ["0"] * d, printer.index64))
+
+    def at(group: int, line: str) -> cgen.Block:
+        return cgen.Block([cgen.Line(f"const int {GROUP} = {group};"), *rebind,
+                           cgen.Line(line)])
+
+    lines = [cgen.Line(f"{itype} {start};"), cgen.Line(f"bool {ok};"),
+             at(0, f"{start} = {origin};"),
+             at(0, f"{ok} = {index_text(condition, printer.index64)};"),
+             at(elements - 1, f"{ok} = {ok} && ({index_text(condition, printer.index64)});"),
+             cgen.Line(f"{ok} = {ok} && reinterpret_cast<size_t>(&{buffer.array}[{start}])"
+                       f" % {VECTOR_BYTES} == 0;")]
+    return lines, ok
+
+
+@dataclass(frozen=True)
+class _BatchedCopy:
+    """One buffer's part of a batch of copy-ins: the register ``declared``, the word by
+    word ``loads`` and ``stores``; for a ranged buffer also its block's 16-byte
+    ``vectors`` and ``vector_stores``, used where C condition ``full`` holds."""
+
+    declared: list
+    loads: list
+    stores: list
+    full: str = ""
+    vectors: list | None = None
+    vector_stores: list | None = None
+
+
+def _ranged(buffer: Buffer, lines: list, full: str, words: int, stride: int,
+            copy: _BatchedCopy) -> _BatchedCopy:
+    """``copy`` with the block's range of ``words`` (:func:`_block_range`: ``lines``
+    set its start and ``full``) as 16-byte vectors dealt ``stride`` apart, for full
+    blocks."""
+    vtype = VECTOR_TYPES[buffer.dtype]
+    held = f"{buffer.name}_vec"
+    vectors = words // (VECTOR_BYTES // buffer.element_size)
+    rounds = -(-vectors // stride)
+    start = f"{buffer.name}_start"
+
+    def each(move: str) -> list:
+        body = cgen.Line(move)
+        if vectors % stride:
+            body = cgen.If(f"pg_j < {vectors}", cgen.Block([body]))
+        return [cgen.Pragma("unroll"), cgen.For(
+            "int pg_r = 0", f"pg_r < {rounds}", "pg_r += 1", cgen.Block([
+                cgen.Line(f"const int pg_j = threadIdx.x + pg_r * {stride};"), body]))]
+
+    return replace(
+        copy, declared=[*copy.declared, *lines, cgen.Line(f"{vtype} {held}[{rounds}];")],
+        full=full,
+        vectors=each(f"{held}[pg_r] = reinterpret_cast<const {vtype} *>("
+                     f"&{buffer.array}[{start}])[pg_j];"),
+        vector_stores=each(f"reinterpret_cast<{vtype} *>({buffer.name}_all)[pg_j] = "
+                           f"{held}[pg_r];"))
+
+
+def _batched(buffer: Buffer, parts: _CopyParts, rounds: int) -> _BatchedCopy:
     """The loads of ``buffer``'s copy-in into a register array, and the stores of that
     array into the buffer: two fully unrolled loops over the thread's ``rounds``."""
     held = f"{buffer.name}_in"
@@ -560,9 +702,9 @@ def _batched(buffer: Buffer, parts: _CopyParts, rounds: int) -> tuple[list, list
         return [cgen.Pragma("unroll"),
                 cgen.For("int pg_r = 0", f"pg_r < {rounds}", "pg_r += 1", inner)]
 
-    loads = [cgen.Line(f"{ctype} {held}[{rounds}];"),
-             *rounds_loop(f"{held}[pg_r] = {parts.global_ref};")]
-    return loads, rounds_loop(f"{parts.local} = {held}[pg_r];")
+    return _BatchedCopy([cgen.Line(f"{ctype} {held}[{rounds}];")],
+                        rounds_loop(f"{held}[pg_r] = {parts.global_ref};"),
+                        rounds_loop(f"{parts.local} = {held}[pg_r];"))
 
 
 def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int,
