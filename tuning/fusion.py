@@ -163,7 +163,7 @@ def run_size(ni: int, args, device) -> dict:
         print(json.dumps({"ni": ni, "plan": name, "ms": entry.get("ms"),
                           "predicted_ms": entry["predicted_ms"],
                           "check": entry["check"]["message"]}), file=sys.stderr, flush=True)
-    if args.backend == "gpu" and not args.small:
+    if args.backend == "gpu" and not args.small and not args.no_torch:
         row.update(time_torch(ni))
     return row
 
@@ -289,6 +289,8 @@ def main(argv=None) -> int:
     p.add_argument("--word-copies", action="store_true",
                    help="probe: full blocks copy their elements' ranges word by word, not "
                    "in 16-byte vectors (codegen/staging.py BLOCK_RANGES)")
+    p.add_argument("--no-torch", action="store_true",
+                   help="time polygpu's plans only (a probe of the code generator)")
     p.add_argument("--out")
     args = p.parse_args(argv)
     args.also_variants = json.loads(Path(args.also).read_text()) if args.also else []
