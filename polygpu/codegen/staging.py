@@ -529,8 +529,10 @@ def resident_copies_in(entries: Sequence[tuple[Buffer, Sequence]], printer: Prin
             element is None or dynamic \
             else _block_range(buffer, printer, scop, known, element, elements, rebind)
         if ranged is not None:
-            copy = _ranged(buffer, *ranged, parts.total, parts.stride, copy)
-            nbytes = max(nbytes, VECTOR_BYTES * -(-parts.total // (
+            # (a box read whole is copied whole: its words, not the copy's reach)
+            words = math.prod(buffer.box.extents) * elements
+            copy = _ranged(buffer, *ranged, words, parts.stride, copy)
+            nbytes = max(nbytes, VECTOR_BYTES * -(-words // (
                 parts.stride * VECTOR_BYTES // buffer.element_size)))
         batch.append(copy)
         held += nbytes
