@@ -1,7 +1,7 @@
 """Copy-ins of resident buffers (codegen/staging.py ``resident_copies_in``): a thread's
 loads all issue before its stores to shared memory, and a full block of a batch copies
 each array's contiguous range of its elements in 16-byte vectors -- exact in full and
-partial blocks alike."""
+partial blocks alike (copy-outs too)."""
 
 from __future__ import annotations
 
@@ -51,7 +51,9 @@ def test_the_chain_is_exact_in_full_and_partial_blocks(ni):
     prepared, compiled = _chain(params)
     source = compiled.program.source
     for name in INPUTS:
-        assert f"reinterpret_cast<const float4 *>(&{name}[pg_res_{name}_start])" in source
+        assert f"reinterpret_cast<const float4 *>(&{name}[pg_res_{name}_in_start])" \
+            in source
+    assert "reinterpret_cast<float4 *>(&F[pg_res_F_out_start])" in source
     result = check_program(compiled.program, prepared.source_scop, CHAIN, params,
                            backend="cpu", seed=3)
     assert result.ok, result.message

@@ -1020,10 +1020,10 @@ def _resident(scop: Scop, resident: list, threads: int, index64: bool, dynamic: 
     out.append(cgen.Statement(copies))
     out += steps
     out.append(cgen.Statement(copies))
-    for b, pointer in zip(resident, pointers, strict=True):
-        if b.writes is not None:
-            out += staging.resident_copy(b, printer, "out", threads, known, copied,
-                                         [*bind, pointer])
+    out += staging.resident_copies_out(
+        [(b, [*bind, pointer]) for b, pointer in zip(resident, pointers, strict=True)
+         if b.writes is not None], printer, threads, known, copied, scop,
+        scop.host[0] if bind else None, dynamic)
     return out
 
 

@@ -576,13 +576,45 @@ def _copy_parts(buffer: Buffer, printer: Printer, direction: str, threads: int,
                       element + _unpack(u, extents), guard, local, global_ref)
 
 
+def resident_copies_out(entries: Sequence[tuple[Buffer, Sequence]], printer: Printer,
+                        threads: int, known: isl.Set, elements: int = 1,
+                        scop: Scop | None = None, element: str | None = None,
+                        dynamic: bool = False) -> list:
+    """Copy-outs of resident buffers (``entries`` as :func:`resident_copies_in`): a
+    full block of a batch stores each array's contiguous range of its elements written
+    whole in 16-byte vectors, a partial block word by word (:func:`resident_copy`)."""
+    out: list = []
+    for buffer, rebind in entries:
+        words = resident_copy(buffer, printer, "out", threads, known, elements, rebind)
+        ranged = None if not BLOCK_RANGES or elements == 1 or scop is None or \
+            element is None or dynamic else _block_range(
+                buffer, printer, scop, known, element, elements, rebind, "out")
+        if ranged is None:
+            out += words
+            continue
+        lines, full = ranged
+        vtype = VECTOR_TYPES[buffer.dtype]
+        vectors = math.prod(buffer.box.extents) * elements // (
+            VECTOR_BYTES // buffer.element_size)
+        stride = threads * elements
+        store = cgen.Line(f"reinterpret_cast<{vtype} *>(&{buffer.array}["
+                          f"{buffer.name}_out_start])[pg_j] = reinterpret_cast<const "
+                          f"{vtype} *>({buffer.name}_all)[pg_j];")
+        out += [*lines, cgen.If(full, cgen.Block([cgen.For(
+            "int pg_j = threadIdx.x", f"pg_j < {vectors}", f"pg_j += {stride}",
+            cgen.Block([store]))]), cgen.Block(words))]
+    return out
+
+
 def _block_range(buffer: Buffer, printer: Printer, scop: Scop, known: isl.Set,
-                 element: str, elements: int, rebind: Sequence
+                 element: str, elements: int, rebind: Sequence, direction: str = "in"
                  ) -> tuple[list, str] | None:
-    """Where a block's copy-in of ``buffer`` is one contiguous range of its array in a
-    full block: the C lines setting ``<name>_start`` (the range's first offset) and
-    ``<name>_full`` (whether the block's first and last elements read their whole box,
-    and the range is 16-byte aligned), or None where the range is not contiguous.
+    """Where a block's copy-in (``direction`` "out": copy-out) of ``buffer`` is one
+    contiguous range of its array in a full block: the C lines setting
+    ``<name>_<direction>_start`` (the range's first offset) and
+    ``<name>_<direction>_full`` (whether the block's first and last elements read --
+    or write -- their whole box, and the range is 16-byte aligned), or None where
+    the range is not contiguous.
 
     Proven with isl: every box dimension has stride 1, the box reaches whole rows of the
     array from their start outside the first dimension (known constant extents), and
@@ -600,7 +632,7 @@ def _block_range(buffer: Buffer, printer: Printer, scop: Scop, known: isl.Set,
             or buffer.row_extents != extents or buffer.stages != 1 \
             or buffer.storage_order != tuple(range(d)) or size * elements % width:
         return None
-    inside = _inside(buffer.reads, buffer)
+    inside = _inside(buffer.writes if direction == "out" else buffer.reads, buffer)
     whole = isl.Set.universe(inside.get_space())
     for k, e in enumerate(extents):
         whole = whole.lower_bound_val(isl.dim_type.set, k, isl.Val(0)) \
@@ -629,7 +661,7 @@ def _block_range(buffer: Buffer, printer: Printer, scop: Scop, known: isl.Set,
     condition = isl.AstBuild.from_context(known.align_params(full.get_space()).params()) \
         .expr_from_set(full).to_C_str()
     itype = INDEX64 if printer.index64 else "int"
-    start, ok = f"{buffer.name}_start", f"{buffer.name}_full"
+    start, ok = f"{buffer.name}_{direction}_start", f"{buffer.name}_{direction}_full"
     origin = printer.flat_index(buffer.array, _element(buffer, ["0"] * d, printer.index64))
 
     def at(group: int, line: str) -> cgen.Block:
@@ -668,7 +700,7 @@ def _ranged(buffer: Buffer, lines: list, full: str, words: int, stride: int,
     held = f"{buffer.name}_vec"
     vectors = words // (VECTOR_BYTES // buffer.element_size)
     rounds = -(-vectors // stride)
-    start = f"{buffer.name}_start"
+    start = f"{buffer.name}_in_start"
 
     def each(move: str) -> list:
         body = cgen.Line(move)
