@@ -462,9 +462,11 @@ def _vector_dealt(buffer: Buffer, threads: int, width: int, size: int, unpack: l
 
 
 # Bytes of copy-in loads one thread holds in registers at once (:func:`resident_copies_in`).
-# 128: 32 floats, enough to keep a bandwidth-bound batch's loads in flight without
-# costing the steps' registers (the copies end before the steps begin).
-BATCHED_COPY_BYTES = 128
+# 64: 16 words of 4 bytes, a thread's share of the loads a bandwidth-bound batch needs in
+# flight several times over, without raising the kernel's registers where the steps need
+# fewer (128 raised the batched Cholesky's at n = 32 from 40 to 48, ptxas: two blocks an
+# SM fewer; 64 leaves it at 40)
+BATCHED_COPY_BYTES = 64
 # Whether a full block of a batch copies an array's contiguous range of its elements in
 # 16-byte vectors (:func:`_block_range`); False: word by word (a probe's switch)
 BLOCK_RANGES = True
@@ -532,8 +534,6 @@ def resident_copies_in(entries: Sequence[tuple[Buffer, Sequence]], printer: Prin
             # (a box read whole is copied whole: its words, not the copy's reach)
             words = math.prod(buffer.box.extents) * elements
             copy = _ranged(buffer, *ranged, words, parts.stride, copy)
-            nbytes = max(nbytes, VECTOR_BYTES * -(-words // (
-                parts.stride * VECTOR_BYTES // buffer.element_size)))
         batch.append(copy)
         held += nbytes
     flush()
@@ -600,9 +600,14 @@ def resident_copies_out(entries: Sequence[tuple[Buffer, Sequence]], printer: Pri
         store = cgen.Line(f"reinterpret_cast<{vtype} *>(&{buffer.array}["
                           f"{buffer.name}_out_start])[pg_j] = reinterpret_cast<const "
                           f"{vtype} *>({buffer.name}_all)[pg_j];")
-        out += [*lines, cgen.If(full, cgen.Block([cgen.For(
-            "int pg_j = threadIdx.x", f"pg_j < {vectors}", f"pg_j += {stride}",
-            cgen.Block([store]))]), cgen.Block(words))]
+        # (an unrolled loop over the thread's rounds, each guarded: nvcc's own unrolling
+        # of a dealt loop held 10 more registers in the chain's kernel)
+        inner = cgen.Block([cgen.Line(f"const int pg_j = threadIdx.x + pg_r * {stride};"),
+                            cgen.If(f"pg_j < {vectors}", cgen.Block([store]))
+                            if vectors % stride else store])
+        out += [*lines, cgen.If(full, cgen.Block([cgen.Pragma("unroll"), cgen.For(
+            "int pg_r = 0", f"pg_r < {-(-vectors // stride)}", "pg_r += 1", inner)]),
+            cgen.Block(words))]
     return out
 
 
