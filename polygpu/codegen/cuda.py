@@ -543,18 +543,20 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             body = [cgen.Line(f"[[maybe_unused]] const {itype} {b} = blockIdx.{AXES[k]};")
                     for k, b in enumerate(kernel.block_names)]
         lanes = _kernel_lanes(kernel, buffers, device_steps)
+        # (a kernel whose points do not move along some thread id leaves it unused)
         if device_steps:
-            body += [cgen.Line(f"const int {t} = {_thread_id(kernel, k)};")
+            body += [cgen.Line(f"[[maybe_unused]] const int {t} = {_thread_id(kernel, k)};")
                      for k, t in enumerate(kernel.thread_names)]
         elif lanes:
-            body += [cgen.Line(f"const int {t} = "
+            body += [cgen.Line(f"[[maybe_unused]] const int {t} = "
                                f"{_thread_id(kernel, k, f'(threadIdx.x / {lanes})')};")
                      for k, t in enumerate(kernel.thread_names)]
         elif flat_block(kernel.threads):
-            body += [cgen.Line(f"const int {t} = {_thread_id(kernel, k, 'threadIdx.x')};")
+            body += [cgen.Line(f"[[maybe_unused]] const int {t} = "
+                               f"{_thread_id(kernel, k, 'threadIdx.x')};")
                      for k, t in enumerate(kernel.thread_names)]
         else:
-            body += [cgen.Line(f"const int {t} = threadIdx.{AXES[k]};")
+            body += [cgen.Line(f"[[maybe_unused]] const int {t} = threadIdx.{AXES[k]};")
                      for k, t in enumerate(kernel.thread_names)]
         if shared:
             tid = kernel.thread_names[0]  # the memory stage stages nothing without threads
