@@ -521,16 +521,15 @@ def resident_copies_in(entries: Sequence[tuple[Buffer, Sequence]], printer: Prin
             continue
         parts = _copy_parts(buffer, printer, "in", threads, known, elements, rebind)
         rounds = -(-parts.total // parts.stride)
-        nbytes = rounds * ir.DTYPES[buffer.dtype][1]
+        nbytes = rounds * buffer.element_size
         if nbytes > BATCHED_COPY_BYTES:
             out += resident_copy(buffer, printer, "in", threads, known, elements, rebind)
             continue
         if held + nbytes > BATCHED_COPY_BYTES:
             flush()
         copy = _batched(buffer, parts, rounds)
-        ranged = None if not BLOCK_RANGES or elements == 1 or scop is None or \
-            element is None or dynamic \
-            else _block_range(buffer, printer, scop, known, element, elements, rebind)
+        ranged = _block_range(buffer, printer, scop, known, element, elements, rebind,
+                              dynamic)
         if ranged is not None:
             # (a box read whole is copied whole: its words, not the copy's reach)
             words = math.prod(buffer.box.extents) * elements
@@ -587,9 +586,8 @@ def resident_copies_out(entries: Sequence[tuple[Buffer, Sequence]], printer: Pri
     out: list = []
     for buffer, rebind in entries:
         words = resident_copy(buffer, printer, "out", threads, known, elements, rebind)
-        ranged = None if not BLOCK_RANGES or elements == 1 or scop is None or \
-            element is None or dynamic else _block_range(
-                buffer, printer, scop, known, element, elements, rebind, "out")
+        ranged = _block_range(buffer, printer, scop, known, element, elements, rebind,
+                              dynamic, "out")
         if ranged is None:
             out += words
             continue
@@ -612,8 +610,9 @@ def resident_copies_out(entries: Sequence[tuple[Buffer, Sequence]], printer: Pri
     return out
 
 
-def _block_range(buffer: Buffer, printer: Printer, scop: Scop, known: isl.Set,
-                 element: str, elements: int, rebind: Sequence, direction: str = "in"
+def _block_range(buffer: Buffer, printer: Printer, scop: Scop | None, known: isl.Set,
+                 element: str | None, elements: int, rebind: Sequence,
+                 dynamic: bool = False, direction: str = "in"
                  ) -> tuple[list, str] | None:
     """Where a block's copy-in (``direction`` "out": copy-out) of ``buffer`` is one
     contiguous range of its array in a full block: the C lines setting
@@ -629,6 +628,8 @@ def _block_range(buffer: Buffer, printer: Printer, scop: Scop, known: isl.Set,
     convex set (no strides, no holes), so a block whose first and last do has every
     element between read whole, and the block's boxes are the range, word for word, the
     buffers of its elements (dense: no padding, storage in the box's order) too."""
+    if not BLOCK_RANGES or elements == 1 or scop is None or element is None or dynamic:
+        return None  # (one element a block, or buffers carved from dynamic memory)
     box = buffer.box
     extents = box.extents
     d = len(extents)
@@ -670,14 +671,14 @@ def _block_range(buffer: Buffer, printer: Printer, scop: Scop, known: isl.Set,
     start, ok = f"{buffer.name}_{direction}_start", f"{buffer.name}_{direction}_full"
     origin = printer.flat_index(buffer.array, _element(buffer, ["0"] * d, printer.index64))
 
-    def at(group: int, line: str) -> cgen.Block:
+    def at(group: int, *lines: str) -> cgen.Block:
         return cgen.Block([cgen.Line(f"const int {GROUP} = {group};"), *rebind,
-                           cgen.Line(line)])
+                           *map(cgen.Line, lines)])
 
+    read_whole = index_text(condition, printer.index64)
     lines = [cgen.Line(f"{itype} {start};"), cgen.Line(f"bool {ok};"),
-             at(0, f"{start} = {origin};"),
-             at(0, f"{ok} = {index_text(condition, printer.index64)};"),
-             at(elements - 1, f"{ok} = {ok} && ({index_text(condition, printer.index64)});"),
+             at(0, f"{start} = {origin};", f"{ok} = {read_whole};"),
+             at(elements - 1, f"{ok} = {ok} && ({read_whole});"),
              cgen.Line(f"{ok} = {ok} && reinterpret_cast<size_t>(&{buffer.array}[{start}])"
                        f" % {VECTOR_BYTES} == 0;")]
     return lines, ok
