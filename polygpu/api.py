@@ -113,6 +113,8 @@ def optimize(
     defines: Sequence[str] = (),
     include_dirs: Sequence[str] = (),
     fast_math: bool = False,
+    gpus: str | Sequence[int] | None = None,
+    scheduler: str | None = None,
 ) -> Kernel:
     """Compile a loop nest into a callable :class:`Kernel` (see the module docstring).
 
@@ -137,6 +139,12 @@ def optimize(
     or ``"auto"`` (the GPU when PyCUDA and a device are usable, else the emulator), or a
     :class:`~polygpu.runtime.device.Device` object.  ``device``: the CUDA device index
     (its primary context is used, so CuPy and PyTorch arrays on it can be passed).
+
+    ``gpus``, ``scheduler``: with ``tune=True``, measure on several GPUs at once
+    (:mod:`polygpu.search.distributed`, docs/distributed.md): ``gpus`` this machine's
+    (``"all"``, ``"0,1"`` or a list of indices; on the CPU emulator, emulator workers, as
+    many as listed), ``scheduler`` the workers of a running Dask cluster
+    (``"tcp://HOST:8786"``).  The same candidates, checks and database as one GPU.
 
     ``fast_math``: float ``expf logf sinf cosf powf`` through CUDA's fast intrinsics
     (:attr:`~polygpu.schedule.variant.Variant.fast_math`) in whatever is compiled or
@@ -165,12 +173,13 @@ def optimize(
             example = ", ".join(f"{p!r}: 4096" for p in prepared.analysis.scop.parameters)
             raise PolygpuError(f"{source.name}: tune=True needs params, the sizes to tune "
                                f"for (e.g. params={{{example}}})")
-        if backend == "auto" and resolved != "gpu":
+        if backend == "auto" and resolved != "gpu" and scheduler is None:
             raise PolygpuError(f"tune=True measures on the GPU, and none is usable "
                                f"({why}); pass backend='cpu' to tune on the CPU "
                                "emulator (for tests only: its times say nothing about a GPU)")
         tuning = _tune(spec, function, params, resolved, strategy, budget, database, defines,
-                       include_dirs, getattr(target, "index", 0), fast_math, time_limit)
+                       include_dirs, getattr(target, "index", 0), fast_math, time_limit,
+                       gpus, scheduler)
         best = tuning.best
         if best is None:
             counts = ", ".join(f"{n} {stage}" for stage, n in sorted(tuning.counts().items()))
@@ -239,8 +248,10 @@ def _variant(variant: Variant | Mapping | str) -> Variant:
 
 
 def _tune(spec, function, params, backend, strategy, budget, database, defines,
-          include_dirs, index=0, fast_math=False, time_limit=None):
+          include_dirs, index=0, fast_math=False, time_limit=None, gpus=None,
+          scheduler=None):
     from polygpu.search import tuner
+    from polygpu.search.distributed import runner_for
     from polygpu.search.runner import ProcessRunner
     from polygpu.search.space import SpaceOptions
 
@@ -249,9 +260,17 @@ def _tune(spec, function, params, backend, strategy, budget, database, defines,
                                 space=SpaceOptions(fast_math=fast_math))
     db, owned = _open_database(database, create=True)
     try:
-        with ProcessRunner(backend, device=index) as runner:  # its measuring child ends
+        if scheduler is not None and backend != "cpu":
+            backend = "gpu"  # the cluster's GPUs measure, whatever this machine has
+        if gpus is not None and not isinstance(gpus, str):
+            gpus = ",".join(str(int(g)) for g in gpus)
+        runner = runner_for(gpus=gpus, scheduler=scheduler, backend=backend) or \
+            ProcessRunner(backend, device=index)
+        with runner:  # its measuring child (or cluster) ends
+            limits_of = getattr(runner, "limits", None)
+            limits = limits_of() if limits_of is not None and backend == "gpu" else None
             return tuner.tune(spec, params, runner, function=function, options=options,
-                              database=db)
+                              database=db, limits=limits)
     finally:
         if owned:
             db.close()

@@ -293,7 +293,8 @@ class FakeTuneResult:
 def test_tuned_variant(tmp_path, monkeypatch):
     calls = []
 
-    def fake_tune(spec, params, runner, *, function=None, options=None, database=None):
+    def fake_tune(spec, params, runner, *, function=None, options=None, database=None,
+                  limits=None):
         calls.append((spec, dict(params), runner.backend, options.strategy, options.budget,
                       database))
         m = Measurement(canonical(Variant.from_json(SIMPLE).to_json()), "ok", 0.25, (0.25,))

@@ -180,6 +180,7 @@ def test_tune_cli_time_budget():
     for argv, expected in (([], DEFAULT_BUDGET_MS), (["--time-budget", "500"], 500.0),
                            (["--time-budget", "0"], None)):
         args = argparse.Namespace(replay=None, backend="cpu", timeout=30.0, repeats=None,
+                                  gpus=None, scheduler=None,
                                   time_budget=float(argv[1]) if argv else None)
         assert tune_cli._runner(args).budget_ms == expected, argv
 

@@ -72,6 +72,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("gpu", "cpu"), default="gpu",
                    help="gpu: PyCUDA and CUDA events (default); cpu: the host emulator "
                    "(small sizes; its times are not GPU times)")
+    p.add_argument("--gpus", metavar="LIST",
+                   help="measure on several GPUs of this machine at once, one Dask worker "
+                   "each: 'all' or indices such as 0,1 (with --backend cpu: emulator "
+                   "workers, as many as listed; docs/distributed.md)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="measure on the workers of a running Dask cluster, e.g. "
+                   "tcp://HOST:8786 (each started with --nthreads 1 --resources GPU=1 and "
+                   "one GPU; docs/distributed.md)")
     p.add_argument("--replay", metavar="FILE",
                    help="take measurements from a recorded replay file instead of running "
                    "anything (for tests and CI)")
@@ -110,6 +118,11 @@ def _runner(args):
     if args.replay:
         return _replay_runner(ReplayRunner, args.replay)
     budget = DEFAULT_BUDGET_MS if args.time_budget is None else (args.time_budget or None)
+    if args.gpus is not None or args.scheduler is not None:
+        from polygpu.search.distributed import runner_for
+
+        return runner_for(gpus=args.gpus, scheduler=args.scheduler, backend=args.backend,
+                          timeout_s=args.timeout, repeats=args.repeats, budget_ms=budget)
     return ProcessRunner(args.backend, timeout_s=args.timeout, repeats=args.repeats,
                          budget_ms=budget)
 
@@ -164,6 +177,15 @@ def _validate(args: argparse.Namespace):
                               "tuning database" + (" (--db)" if args.db else ""))
     if not args.replay:
         compiler.cache_dir()
+    if args.replay and (args.gpus is not None or args.scheduler is not None):
+        raise PolygpuError("--replay measures nothing: it takes no --gpus or --scheduler")
+    if args.gpus is not None and args.scheduler is not None:
+        raise PolygpuError("--gpus and --scheduler: one of them (a cluster's workers have "
+                           "their GPUs already)")
+    if args.gpus is not None and args.backend == "gpu":
+        from polygpu.search.distributed import parse_gpus
+
+        parse_gpus(args.gpus)  # a GPU that is not there: said before any work
     return params, scalars, check_params
 
 
@@ -184,7 +206,8 @@ def run(args: argparse.Namespace) -> int:
         options = replace(options, space=replace(options.space, fast_math=True))
     out = Path(args.output)
     gpu = args.backend == "gpu" and not args.replay
-    limits = device_limits() if gpu else SM_90
+    limits_of = getattr(runner, "limits", None)  # a cluster's: asked of a worker
+    limits = (limits_of() if limits_of is not None else device_limits()) if gpu else SM_90
     database = None if args.no_db else TuningDatabase(args.db)
     try:
         with ProgressDisplay(args.quiet) as show:
@@ -293,14 +316,19 @@ def _print_table(result, summary) -> None:
         console.print(f"{summary.peer_name}: {summary.peer_ms:.4g} ms in the same run")
     elif summary.peer_note:
         console.print(summary.peer_note)
+    from polygpu.search.report import timed_on
+
     table = Table(title=f"Top variants of {result.function}", title_justify="left")
-    for col in ("#", "variant", "ms", "GFLOP/s", "GB/s", "roofline", "× peer", "status"):
-        table.add_column(col, justify="left" if col in ("variant", "status") else "right",
-                         no_wrap=col != "variant")
+    on = any(timed_on(row.candidate) for row in summary.rows[:TOP])  # several GPUs
+    for col in ("#", "variant", "ms", "GFLOP/s", "GB/s", "roofline", "× peer", "status") \
+            + (("timed on",) if on else ()):
+        table.add_column(col, justify="left" if col in ("variant", "status", "timed on")
+                         else "right", no_wrap=col != "variant")
     for rank, row in enumerate(summary.rows[:TOP], 1):
         table.add_row(str(rank), _variant_cell(row.candidate.variant),
                       _f(row.time_ms, ".4g"), _f(row.gflops, ".1f"), _f(row.gbs, ".1f"),
-                      _f(row.fraction, ".1%"), _f(row.vs_peer, ".2f"), row.status)
+                      _f(row.fraction, ".1%"), _f(row.vs_peer, ".2f"), row.status,
+                      *((timed_on(row.candidate) or "-",) if on else ()))
     console.print(table)
 
 

@@ -50,7 +50,8 @@ class Candidate:
     measurements put it far behind the best), ``duplicate`` (same code as
     ``duplicate_of``), ``invalid`` (polygpu or nvcc could not compile it: ``reason``),
     ``budget`` (not reached: never costed, or costed and not timed); while a search
-    runs, also ``unexplored`` (in the space, not costed yet).  Until it is built,
+    runs, also ``unexplored`` (in the space, not costed yet) and ``measuring`` (handed
+    to the runner, no measurement back yet).  Until it is built,
     ``registers`` is None and ``launches`` carry the concurrency of guessed registers.
     ``origin`` is ``"plan"`` for the model's default plans, which a search times
     first and never prunes, and ``"ranked"`` for the other plans the default ranked

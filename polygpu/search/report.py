@@ -410,6 +410,8 @@ def _best(result: TuneResult, rows: Mapping[str, _Row], peer_name: str) -> list:
         _field("Time", f"{_num(r.time_ms)} ms{spread}"
          + (" — reused from the tuning database" if best.stage == "reused" else "")),
     ]
+    if timed_on(best):
+        items.append(_field("Timed on", timed_on(best)))
     if r.gflops is not None:
         items.append(_field("Performance", f"{_fixed(r.gflops, '.1f')} GFLOP/s, "
                        f"{_fixed(r.gbs, '.1f')} GB/s of compulsory traffic"))
@@ -426,6 +428,16 @@ def _best(result: TuneResult, rows: Mapping[str, _Row], peer_name: str) -> list:
                   f"{best.blocks} blocks"))
     blocks.append(_List(tuple(items)))
     return blocks
+
+
+def timed_on(c) -> str:
+    """The worker (and its GPU) that measured ``c`` where several did (a Dask
+    cluster's: ``Measurement.extra``), else ""."""
+    extra = c.measurement.extra if c.measurement is not None else {}
+    worker, gpu = extra.get("worker"), extra.get("gpu")
+    if not worker:
+        return ""
+    return f"{worker} (GPU {gpu})" if gpu and str(gpu) not in str(worker) else str(worker)
 
 
 def _mb(b: int | None) -> float | None:
@@ -450,6 +462,9 @@ def _ranking(result: TuneResult, rows: Mapping[str, _Row], workload, roofline, p
     if peer_ms:
         header.append(f"× {peer_name}")
     header += ["regs", "occupancy", "concurrency", "traffic MB"]
+    on = any(timed_on(c) for c in ok[:TOP])  # several GPUs (search/distributed.py)
+    if on:
+        header.append("timed on")
     table = []
     for rank, c in enumerate(ok[:TOP], 1):
         r = rows[c.key]
@@ -465,6 +480,8 @@ def _ranking(result: TuneResult, rows: Mapping[str, _Row], workload, roofline, p
         cells += [str(c.registers) if c.registers is not None else "—",
                   _fixed(_pct(c.occupancy), ".0f", " %"), _num(_pct(c.concurrency), 3) + " %"
                   if c.concurrency is not None else "—", _num(_mb(c.traffic_bytes))]
+        if on:
+            cells.append(timed_on(c) or "—")
         table.append(tuple(cells))
     numeric = tuple(h not in ("variant",) for h in header)
     blocks.append(_Table(tuple(header), tuple(table), numeric))

@@ -805,11 +805,13 @@ class Session:
             return step
         return self.finish(step, self.runner.measure(step.job))
 
-    def start(self, c: Candidate, *, launch_times: bool = False
+    def start(self, c: Candidate, *, launch_times: bool = False, hold: bool = False
               ) -> Pending | Candidate | None:
         """The first half of :meth:`measure`: ``c`` settled without the runner (measured
         earlier, reused, invalid, or None when the budget is spent), else the
-        :class:`Pending` job for the runner, counted against the budget now."""
+        :class:`Pending` job for the runner, counted against the budget now.
+        ``hold``: ``c`` is at stage ``measuring`` until :meth:`finish` (a runner of
+        several slots: the walk goes on meanwhile and must not pick it again)."""
         c = self.candidates.get(c.key, c)
         program = self.programs.get(c.key)
         several = len(program.launches) > 1 if program is not None else len(c.launches) > 1
@@ -857,6 +859,8 @@ class Session:
                   arch=self.arch, seed=options.seed, scalars=dict(options.scalars or {}),
                   launch_times=wanted, cutoff_ms=cutoff, give_up_ms=give_up)
         self.timed += 1
+        if hold:
+            self._set(replace(c, stage="measuring"))
         return Pending(c, job)
 
     def prefetch(self, c: Candidate) -> None:
@@ -1047,32 +1051,52 @@ def _tune(spec, params, runner, function, options, database, limits, arch, progr
 
 
 def _measure_overlapped(session: Session, kept) -> None:
-    """Measure what the strategy yields, the runner working on one candidate while the
-    strategy costs and builds the next (CPU work: isl, code generation, nvcc) -- in
-    order, one measurement at a time, as :meth:`Session.measure` would: candidate i is
-    finished (recorded, the best so far updated) before i + 1 is started, so its race
-    cutoff and the budget are what a sequential search would use, and the strategy's
-    walk may rule i + 1 out then (``Pool.recheck``: picked before i's time was known).
-    Only for strategies that never measure inside their walk (``pipelined``)."""
+    """Measure what the strategy yields, the runner working while the strategy costs and
+    builds the next candidates (CPU work: isl, code generation, nvcc).  A runner with
+    one slot (one GPU) measures one at a time, in order, as :meth:`Session.measure`
+    would: candidate i is finished (recorded, the best so far updated) before i + 1 is
+    started, so its race cutoff and the budget are what a sequential search would use,
+    and the strategy's walk may rule i + 1 out then (``Pool.recheck``: picked before
+    i's time was known).  A runner with ``slots`` > 1 (several GPUs:
+    :class:`~polygpu.search.distributed.DaskRunner`) keeps that many in flight: each
+    round takes the strategy's next candidates while slots are free (each held at stage
+    ``measuring``, so the walk picks another), and finishes them as they end, in this
+    thread alone (the database's one writer); a candidate's race cutoff is the best
+    known when it starts.  Only for strategies that never measure
+    inside their walk (``pipelined``)."""
+    slots = max(1, int(getattr(session.runner, "slots", 1)))
     items = iter(kept)
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="polygpu-measure") \
+    with concurrent.futures.ThreadPoolExecutor(slots, thread_name_prefix="polygpu-measure") \
             as worker:
-        pending, running = None, None
+        running: dict[concurrent.futures.Future, tuple[int, Pending]] = {}
+        started = 0
+
+        def finish_some(everything: bool = False) -> None:
+            done, _ = concurrent.futures.wait(
+                running, return_when=concurrent.futures.ALL_COMPLETED if everything
+                else concurrent.futures.FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: running[f][0]):  # in start order
+                session.finish(running.pop(future)[1], future.result())
+
         while True:
-            c = next(items, None)  # the strategy's work overlaps the measurement
-            if c is not None and running is not None:
+            c = next(items, None)  # the strategy's work overlaps the measurements
+            if c is not None and running:
                 session.prefetch(c)  # and so does generating c's programs
-            if running is not None:
-                session.finish(pending, running.result())
-                pending, running = None, None
             if c is None:
+                if running:
+                    finish_some(everything=True)
                 return
+            while len(running) >= slots:
+                finish_some()
+            if any(step.candidate.key == c.key for _, step in running.values()):
+                continue  # yielded again while in flight (the walk sees no time yet)
             recheck = getattr(session.pool, "recheck", None)
             if recheck is not None and not recheck(c):
-                continue  # ruled out by the measurement that ended since its pick
-            step = session.start(c)
+                continue  # ruled out by a measurement that ended since its pick
+            step = session.start(c, hold=slots > 1)
             if isinstance(step, Pending):
-                pending, running = step, worker.submit(session.runner.measure, step.job)
+                running[worker.submit(session.runner.measure, step.job)] = (started, step)
+                started += 1
 
 
 def _steps_of(prepared, variant: Variant) -> frozenset[str]:

@@ -180,7 +180,8 @@ def _apply(explorer, pool, options) -> dict[tuple, int]:
             pruned = prune_spills(c)
         stage[c.key] = pruned or replace(c, stage="kept", reason="")
     # what the rules so far leave of the space: measured ones and the survivors
-    alive = [c for c in explorer.candidates() if _valid(c) and c.measurement is not None] \
+    alive = [c for c in explorer.candidates() if _valid(c) and (
+        c.measurement is not None or c.stage == "measuring")] \
         + [c for c in stage.values() if c.stage == "kept"]
     widest: dict[tuple, int] = {}  # each program's own largest block
     for c in alive:
