@@ -32,7 +32,6 @@ from polygpu.search.tuner import TuneOptions, tune
 
 ROOT = Path(__file__).resolve().parent.parent
 MV = str(ROOT / "kernels" / "mv.c")
-ATAX = str(ROOT / "kernels" / "polybench" / "atax.c")
 VARIANT = Variant(tile=(32,), threads=(32,), shared=False, registers=False)
 TIMEOUT_S = 8.0  # a worker's child: a hanging candidate is killed after this
 
@@ -134,7 +133,7 @@ class Slots(SyntheticRunner):
 def test_a_runner_of_several_slots_keeps_them_busy_with_one_writer(tmp_path):
     """Three in flight at once, each candidate measured once and recorded once, by the
     tuner's own thread."""
-    params = {"n": 4000, "m": 4000}
+    params = {"n": 8192}
     options = TuneOptions(budget=9, jobs=1)
     writers = set()
     with TuningDatabase(tmp_path / "db.sqlite") as db:
@@ -146,11 +145,11 @@ def test_a_runner_of_several_slots_keeps_them_busy_with_one_writer(tmp_path):
 
         db.record = recording
         three = Slots(3)
-        result = tune(ATAX, params, three, options=options, database=db,
+        result = tune(MV, params, three, options=options, database=db,
                       oracle=FixedResources())
         rows = db.rows()
     one = Slots(1)
-    alone = tune(ATAX, params, one, options=options, oracle=FixedResources())
+    alone = tune(MV, params, one, options=options, oracle=FixedResources())
     assert three.most == 3 and one.most == 1
     assert len(three.calls) == 9 == len(set(three.calls))
     assert len(rows) == 9 and {r.measurement.key for r in rows} == set(three.calls)
