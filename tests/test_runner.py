@@ -372,3 +372,50 @@ def test_a_serving_child_times_every_job_on_copies_of_one_input_set(job, monkeyp
     monkeypatch.setattr(runner_module, "_KEPT", None)
     runner_module._timing_values(job, source, ints)
     assert len(made) == 3
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie -- exited, not yet reaped -- does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_a_serving_child_ends_with_its_parent_even_in_a_hanging_job(job, tmp_path):
+    """A parent killed outright (a Dask worker restarted, a tune killed) takes its
+    serving child along, even one spinning in a kernel that never returns: the child
+    lives in a session of its own (so a timeout can kill it whole), and would spin on."""
+    import os
+    import pickle
+    import signal
+    import subprocess
+    import sys
+
+    hung = in_kernel(job, "hang", "volatile int spin = 1; while (spin) {}")
+    (tmp_path / "job.pkl").write_bytes(pickle.dumps(hung))
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import pickle, threading, time\n"
+        "from polygpu.search.runner import ProcessRunner\n"
+        f"job = pickle.loads(open({str(tmp_path / 'job.pkl')!r}, 'rb').read())\n"
+        "runner = ProcessRunner('cpu', timeout_s=600, repeats=2, warmup=0)\n"
+        "threading.Thread(target=runner.measure, args=(job,), daemon=True).start()\n"
+        "while runner._server is None:\n"
+        "    time.sleep(0.05)\n"
+        "print(runner._server.proc.pid, flush=True)\n"
+        "time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                              text=True, cwd=ROOT)
+    child = int(parent.stdout.readline())
+    time.sleep(5)  # into its job: compiled, checking (spinning)
+    assert _alive(child)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 15
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _alive(child):
+        os.kill(child, signal.SIGKILL)
+        raise AssertionError(f"the serving child {child} outlived its parent")

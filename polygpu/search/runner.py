@@ -63,6 +63,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -903,6 +904,7 @@ def _child(argv: list[str]) -> int:
         return compile_server(int(argv[1]))
     if argv[:1] == ["--serve"]:  # ProcessRunner's persistent child
         return _serve(int(argv[1]), int(argv[2]))
+    _exit_with_parent(os.getppid())  # a one-job child (``persistent=False``) likewise
     _job_in(Path(argv[0]))
     return 0
 
@@ -936,12 +938,37 @@ def _warm(text: str) -> None:
         pass
 
 
+# how often a serving child looks whether its parent is still there
+PARENT_POLL_S = 1.0
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this process (its whole group: an emulator's threads, a compiler) once its
+    parent is gone.  Why: a serving child runs in a session of its own, so that a
+    timeout can kill it whole; a parent killed outright -- a Dask worker restarted
+    because it stopped answering, a tune killed by the user -- would otherwise leave
+    it running, and a candidate that never returns would spin (or hold a GPU) for
+    ever.  A pipe's end is seen only between jobs; this thread sees it during one."""
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        try:
+            if os.getpgrp() == os.getpid():  # its own group (never the caller's)
+                os.killpg(os.getpgrp(), signal.SIGKILL)
+        finally:
+            os._exit(1)
+
+    threading.Thread(target=watch, name="polygpu-parent-watch", daemon=True).start()
+
+
 def _serve(jobs_fd: int, done_fd: int) -> int:
     """Job after job: a directory per line in, the same line out once its result is
-    written; ends when the parent closes the pipe (or exits).  The region's model and
-    the device are kept between jobs (:data:`_KEPT`)."""
+    written; ends when the parent closes the pipe (or exits, also in the middle of a
+    job: :func:`_exit_with_parent`).  The region's model and the device are kept
+    between jobs (:data:`_KEPT`)."""
     global _KEPT
     _KEPT = {}
+    _exit_with_parent(os.getppid())
     with os.fdopen(jobs_fd, "r", encoding="utf-8") as jobs, \
             os.fdopen(done_fd, "w", encoding="utf-8", buffering=1) as done:
         for line in jobs:
