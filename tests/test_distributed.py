@@ -283,3 +283,46 @@ def test_a_scheduler_that_is_not_there_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(dist, "CONNECT_TIMEOUT_S", 2.0)
     with pytest.raises(PolygpuError, match="cannot connect to tcp://127.0.0.1:9"):
         dist.DaskRunner("tcp://127.0.0.1:9", backend="cpu")
+
+
+def test_a_tune_killed_leaves_no_process_and_resumes_from_its_rows(tmp_path):
+    """The client killed outright mid-tune: its cluster, workers and their children end
+    with it (nothing spins on), the rows it wrote stay, and the same tune run again
+    reuses them instead of measuring again."""
+    import sqlite3
+
+    import psutil
+
+    db = tmp_path / "db.sqlite"
+    cmd = [sys.executable, "-m", "polygpu", "tune", MV, "-p", "n=128", "--backend", "cpu",
+           "--gpus", "0,1", "--budget", "4", "--db", str(db), "-o", str(tmp_path / "out"),
+           "--check-param", "n=37", "-q"]
+
+    def rows() -> set[str]:
+        try:
+            with sqlite3.connect(db, timeout=30) as conn:
+                return {r[0] for r in conn.execute("SELECT variant FROM measurements")}
+        except sqlite3.Error:
+            return set()
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not rows() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert proc.poll() is None, "the tune ended before a row was written"
+    tree = psutil.Process(proc.pid).children(recursive=True)
+    proc.kill()
+    proc.wait()
+    gone, alive = psutil.wait_procs(tree, timeout=60)
+    for p in alive:
+        p.kill()
+    assert not alive, [(p.pid, p.cmdline()) for p in alive]
+    first = rows()
+    assert first
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert first < rows()  # the rows of the killed tune kept, new ones beside them
+    with sqlite3.connect(db) as conn:
+        total, distinct = conn.execute(
+            "SELECT count(*), count(DISTINCT variant) FROM measurements").fetchone()
+    assert total == distinct  # nothing measured twice: the first rows were reused
