@@ -326,3 +326,10 @@ def test_a_tune_killed_leaves_no_process_and_resumes_from_its_rows(tmp_path):
         total, distinct = conn.execute(
             "SELECT count(*), count(DISTINCT variant) FROM measurements").fetchone()
     assert total == distinct  # nothing measured twice: the first rows were reused
+
+
+def test_a_cluster_that_cannot_start_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    with pytest.raises(PolygpuError, match=r"cannot start a local Dask cluster of 2 "
+                       r"workers \(its process exited with status 1\)"):
+        dist.DaskRunner(devices=("0", "1"), backend="cpu")

@@ -50,6 +50,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -142,9 +143,11 @@ def local_cluster(devices: Sequence[str], backend: str = "gpu"):
     :class:`LocalCluster` for the one a tune starts."""
     distributed = _import_distributed()
     workers = {}
+    # entries of this process's CUDA_VISIBLE_DEVICES mean what they mean in its device
+    # order; without it they are nvidia-smi's numbers (visible_gpus), its PCI bus order
+    order = {} if "CUDA_VISIBLE_DEVICES" in os.environ else {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     for k, device in enumerate(devices):
-        env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(device)} \
-            if backend == "gpu" else {}
+        env = {**order, "CUDA_VISIBLE_DEVICES": str(device)} if backend == "gpu" else {}
         name = f"gpu{device}" if backend == "gpu" else f"emulator{k}"
         workers[name] = {
             "cls": distributed.Nanny,
@@ -171,22 +174,32 @@ class LocalCluster:
         from polygpu.search.runner import _child_env
 
         self.devices = tuple(devices)
+        # its log in a file: a pipe nobody reads during a long tune could fill and block it
+        self._log = tempfile.TemporaryFile(mode="w+", prefix="polygpu-cluster-")
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "polygpu.search.distributed", "--local-cluster", backend,
              ",".join(self.devices)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
             env=_child_env(), start_new_session=True, text=True)
         ready, _, _ = select.select([self._proc.stdout], [], [], START_TIMEOUT_S)
         line = self._proc.stdout.readline().strip() if ready else ""
         if not line.startswith(("tcp://", "inproc://")):
-            self.close()
-            err = self._proc.stderr.read() if self._proc.poll() is not None else ""
+            rc = self._proc.poll()
+            self._stop()
+            self._log.seek(0)
+            err = self._log.read().strip()[-4000:]
+            self._log.close()
+            why = f"its process exited with status {rc}" if rc is not None else \
+                f"no address within {START_TIMEOUT_S:g} s"
             raise PolygpuError(f"cannot start a local Dask cluster of {len(self.devices)} "
-                               "workers" + (f":\n{err.strip()}" if err.strip() else
-                                            f" within {START_TIMEOUT_S:g} s"))
+                               f"workers ({why})" + (f":\n{err}" if err else ""))
         self.address = line
 
     def close(self) -> None:
+        self._stop()
+        self._log.close()
+
+    def _stop(self) -> None:
         proc = self._proc
         if proc.poll() is None:
             try:
@@ -200,9 +213,8 @@ class LocalCluster:
             except ProcessLookupError:
                 pass
             proc.wait()
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def _serve_local_cluster(backend: str, devices: str) -> int:
