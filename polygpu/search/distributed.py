@@ -315,6 +315,7 @@ class DaskRunner:
         self.watchdog_s = timeout_s + WATCHDOG_GRACE_S if watchdog_s is None else watchdog_s
         self._cluster: LocalCluster | None = None
         self._environment: Environment | None = None
+        self._warming: list = []
         try:
             if scheduler is None:
                 self._cluster = LocalCluster(devices, backend)
@@ -384,10 +385,11 @@ class DaskRunner:
         """Every measuring worker starts its child and prepares the region (not waited
         for; a failure is left for the first job to meet)."""
         args = (self.settings, spec, function, tuple(defines), tuple(include_dirs))
-        for addr in self.measuring_workers():
-            self.client.submit(worker_warm, *args, workers=[addr], pure=False,
-                               resources={RESOURCE: 1}, allow_other_workers=False,
-                               priority=10, key=f"polygpu-warm-{uuid.uuid4().hex}")
+        # kept: Dask forgets a task whose last future is dropped
+        self._warming = [self.client.submit(
+            worker_warm, *args, workers=[addr], pure=False, resources={RESOURCE: 1},
+            allow_other_workers=False, priority=10, key=f"polygpu-warm-{uuid.uuid4().hex}")
+            for addr in self.measuring_workers()]
 
     # -- measuring -----------------------------------------------------------------------
 
