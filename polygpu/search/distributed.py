@@ -149,6 +149,8 @@ def local_cluster(devices: Sequence[str], backend: str = "gpu"):
     for k, device in enumerate(devices):
         env = {**order, "CUDA_VISIBLE_DEVICES": str(device)} if backend == "gpu" else {}
         name = f"gpu{device}" if backend == "gpu" else f"emulator{k}"
+        if name in workers:  # one GPU given twice (a probe's, never --gpus'): apart
+            name = f"{name}-{k}"
         workers[name] = {
             "cls": distributed.Nanny,
             "options": {"nthreads": 1, "resources": {RESOURCE: 1}, "env": env,
