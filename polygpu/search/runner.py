@@ -902,9 +902,9 @@ def _child(argv: list[str]) -> int:
         from polygpu.search.tuner import compile_server
 
         return compile_server(int(argv[1]))
+    _exit_with_parent(os.getppid())  # a measuring child: serving, or one job
     if argv[:1] == ["--serve"]:  # ProcessRunner's persistent child
         return _serve(int(argv[1]), int(argv[2]))
-    _exit_with_parent(os.getppid())  # a one-job child (``persistent=False``) likewise
     _job_in(Path(argv[0]))
     return 0
 
@@ -968,7 +968,6 @@ def _serve(jobs_fd: int, done_fd: int) -> int:
     between jobs (:data:`_KEPT`)."""
     global _KEPT
     _KEPT = {}
-    _exit_with_parent(os.getppid())
     with os.fdopen(jobs_fd, "r", encoding="utf-8") as jobs, \
             os.fdopen(done_fd, "w", encoding="utf-8", buffering=1) as done:
         for line in jobs:

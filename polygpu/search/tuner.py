@@ -819,6 +819,8 @@ class Session:
         if c.measurement is not None and c.stage in ("timed", "reused") and not (
                 wanted and c.measurement.status == "ok" and c.measurement.launch_ms is None):
             return c  # measured earlier in this search
+        if c.stage == "measuring":
+            return c  # in flight already (held by a runner of several slots)
         found = self.recorded.get(c.key)
         if found is not None and not (wanted and found.status == "ok"
                                       and found.launch_ms is None):
@@ -1088,8 +1090,6 @@ def _measure_overlapped(session: Session, kept) -> None:
                 return
             while len(running) >= slots:
                 finish_some()
-            if any(step.candidate.key == c.key for _, step in running.values()):
-                continue  # yielded again while in flight (the walk sees no time yet)
             recheck = getattr(session.pool, "recheck", None)
             if recheck is not None and not recheck(c):
                 continue  # ruled out by a measurement that ended since its pick
