@@ -187,12 +187,18 @@ class LocalCluster:
         line = self._proc.stdout.readline().strip() if ready else ""
         if not line.startswith(("tcp://", "inproc://")):
             rc = self._proc.poll()
+            if ready and rc is None:  # its output ended: it is exiting, not yet reaped
+                try:
+                    rc = self._proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
             self._stop()
             self._log.seek(0)
             err = self._log.read().strip()[-4000:]
             self._log.close()
-            why = f"its process exited with status {rc}" if rc is not None else \
-                f"no address within {START_TIMEOUT_S:g} s"
+            why = (f"its process exited with status {rc}" if rc is not None else
+                   f"its first line was {line!r}, not an address" if ready else
+                   f"no address within {START_TIMEOUT_S:g} s")
             raise PolygpuError(f"cannot start a local Dask cluster of {len(self.devices)} "
                                f"workers ({why})" + (f":\n{err}" if err else ""))
         self.address = line
