@@ -27,7 +27,7 @@ import islpy as isl
 
 from polygpu.model.dependences import maps_of
 from polygpu.model.isl_budget import OutOfBudget, isl_operation_budget
-from polygpu.model.isl_util import memo_by_identity
+from polygpu.model.isl_util import memo_by_identity, memo_by_text
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 
@@ -261,6 +261,7 @@ def _extent_from(s: isl.Set, d: int, base: isl.Aff, stride: int, context: isl.Se
     return high.to_python() // stride + 1
 
 
+@memo_by_text(maxsize=2048)
 def _bounding_box(s: isl.Set, context: isl.Set) -> Box | None:
     base, strides, extents, chunks = [], [], [], []
     for d in range(s.dim(isl.dim_type.set)):

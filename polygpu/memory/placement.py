@@ -58,7 +58,7 @@ from polygpu.memory.padding import (
 from polygpu.model import atomic
 from polygpu.model.analysis import Analysis
 from polygpu.model.isl_budget import OutOfBudget, isl_operation_budget
-from polygpu.model.isl_util import maps_of, memo_by_identity, union_optional
+from polygpu.model.isl_util import maps_of, memo_by_identity, memo_by_text, union_optional
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 from polygpu.schedule.transformation import Transformation
@@ -410,7 +410,7 @@ def neighbour_deltas(kernel: TiledKernel, statement: str, access: isl.Map, dim: 
     return _neighbour_deltas(kernel.schedule, statement, access, dim)
 
 
-@memo_by_identity(maxsize=512)
+@memo_by_text(maxsize=2048)
 def _neighbour_deltas(schedule: isl.UnionMap, statement: str, access: isl.Map, dim: int
                       ) -> isl.Set | None:
     neighbour = _neighbours(schedule, statement, dim)

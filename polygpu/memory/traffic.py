@@ -26,7 +26,7 @@ import islpy as isl
 
 from polygpu.memory.placement import MemoryPlan
 from polygpu.model.dependences import maps_of
-from polygpu.model.isl_util import count_points, extent_at
+from polygpu.model.isl_util import count_points, extent_at, memo_by_text
 from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.tiling import TiledKernel
 
@@ -149,6 +149,15 @@ def _sector_factor(rel: isl.Map, tiles: isl.Set, array, params: dict[str, int]) 
     the array's whole dimension.  An element-outermost tile of interleaved elements
     (``c[i][j][e]``, one e a tile) moves a sector per word: 8x in float; runs of two
     words or more count what they hold (1)."""
+    wholes = tuple(extent_at(extent, params) for extent in array.shape)
+    return _sectors(rel, tiles, array.element_size, wholes)
+
+
+@memo_by_text(maxsize=1024)
+def _sectors(rel: isl.Map, tiles: isl.Set, element_size: int, wholes: tuple[int, ...]
+             ) -> float:
+    """:func:`_sector_factor` of the array's element size and whole extents (its
+    variants share most tiles' relations)."""
     footprint = rel.intersect_domain(tiles.lexmin()).range()
     if footprint.is_empty() or footprint.dim(isl.dim_type.set) == 0:
         return 1.0
@@ -159,13 +168,13 @@ def _sector_factor(rel: isl.Map, tiles: isl.Set, array, params: dict[str, int]) 
             return 1.0
         extent = hi.to_python() - lo.to_python() + 1
         run *= extent
-        whole = extent_at(array.shape[d], params) if d < len(array.shape) else 0
+        whole = wholes[d] if d < len(wholes) else 0
         if extent < whole or whole <= 0:
             break
     # only a run of one word: shorter runs of several words are what small tiles of
     # ordinary nests read (a 4 x 8 tile of a transpose), whose order the measurements
     # and the search's replays were calibrated with
-    return SECTOR_BYTES / array.element_size if run == 1 else 1.0
+    return SECTOR_BYTES / element_size if run == 1 else 1.0
 
 
 def estimated_traffic(scop: Scop, kernel: TiledKernel, name: str,

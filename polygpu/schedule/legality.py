@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from polygpu.model.dependences import Dependences, maps_of, union_of
+from polygpu.model.isl_util import memo_by_text
 from polygpu.schedule.transformation import Transformation
 
 KINDS = ("global", "block", "barrier", "parallel", "local")
@@ -100,24 +101,40 @@ def violations(deps: Dependences, es: ExecutionSchedule) -> list[tuple[str, isl.
 
 def _violated(items: list, schedule: isl.UnionMap, good: isl.Set) -> list:
     """The items of ``items`` (dependences) whose distances under ``schedule`` leave
-    ``good``, in their order.  A group is judged at once (the distances of a union are
-    the union of the distances: the same verdict) and halved only where it fails, so
-    a legal schedule costs one check and a few bad dependences a few each."""
-    rel = union_of((d.relation for d in items), schedule.get_space())
+    ``good``, in their order."""
+    bad = _violating(tuple(d.relation for d in items), schedule, good)
+    return [items[k] for k in bad]
+
+
+@memo_by_text(maxsize=512)
+def _violating(relations: tuple, schedule: isl.UnionMap, good: isl.Set) -> tuple[int, ...]:
+    """The positions in ``relations`` whose distances under ``schedule`` leave ``good``.
+    A group is judged at once (the distances of a union are the union of the
+    distances: the same verdict) and halved only where it fails, so a legal schedule
+    costs one check and a few bad dependences a few each.  By text: a variant's
+    schedule is proven when it is costed, when its program is built and again for its
+    check's program, each time rebuilt."""
+    return tuple(_violating_from(relations, 0, schedule, good))
+
+
+def _violating_from(relations: tuple, start: int, schedule: isl.UnionMap, good: isl.Set
+                    ) -> list[int]:
+    rel = union_of(relations, schedule.get_space())
     pairs = rel.apply_domain(schedule).apply_range(schedule)
     if pairs.is_empty():
         return []
     deltas = pairs.deltas()
-    if deltas.n_set() == 1 or len(items) == 1:
+    if deltas.n_set() == 1 or len(relations) == 1:
         distances = isl.Set.from_union_set(deltas)
         # is_subset: the same verdict as subtract(good).is_empty(), but isl checks it
         # piece by piece instead of building the difference (100x faster on tilings)
         if distances.is_subset(good.align_params(distances.get_space())):
             return []
-        if len(items) == 1:
-            return items
-    half = len(items) // 2
-    return _violated(items[:half], schedule, good) + _violated(items[half:], schedule, good)
+        if len(relations) == 1:
+            return [start]
+    half = len(relations) // 2
+    return (_violating_from(relations[:half], start, schedule, good)
+            + _violating_from(relations[half:], start + half, schedule, good))
 
 
 def prove_legal(deps: Dependences, es: ExecutionSchedule) -> None:

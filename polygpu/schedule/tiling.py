@@ -43,7 +43,7 @@ import islpy as isl
 
 from polygpu.model.build import map_from_pw_affs
 from polygpu.model.dependences import Dependences, maps_of, union_of
-from polygpu.model.isl_util import memo_by_identity
+from polygpu.model.isl_util import memo_by_identity, memo_by_text
 from polygpu.model.scop import Scop
 from polygpu.schedule.lane_loops import lane_parallel, loop_dims, proven_alone, right_looking
 from polygpu.schedule.legality import ExecutionSchedule, insert_constants, prove_legal
@@ -272,6 +272,16 @@ def _points_explicit(given: isl.Map, mapped: list[_Mapped]) -> isl.Map:
     equal with isl (else ``given`` is kept)."""
     if not mapped:
         return given
+    return _explicit(given, tuple((m.block, m.thread, m.point, m.shifted, m.tile, m.threads,
+                                   m.per_thread, m.chunk, m.blocked) for m in mapped))
+
+
+@memo_by_text(maxsize=512)
+def _explicit(given: isl.Map, fields: tuple) -> isl.Map:
+    """:func:`_points_explicit` of ``_Mapped(*f)`` for ``f`` in ``fields``, by text: the
+    variants of one tile (their thread layouts, their check's sizes) share schedules,
+    and isl's proof of equality is most of a tiling's time."""
+    mapped = [_Mapped(*f) for f in fields]
     try:
         result = _rewritten(given, mapped)
         return result if result.is_equal(given) else given
