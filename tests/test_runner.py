@@ -26,7 +26,9 @@ from polygpu.search.runner import (
     ReplayRunner,
     _arch_matches,
     _cuda_text,
+    compile_cubin,
     compile_cubins,
+    default_nvcc_options,
     rotations,
 )
 
@@ -258,6 +260,34 @@ def test_compile_cubins_in_parallel(job):
     assert isinstance(good, Cubin) and good.binary.startswith(b"\x7fELF")
     assert good.resources["mv_kernel0"].registers > 0
     assert isinstance(failed, Exception) and "error" in str(failed)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_a_cubin_is_compiled_once_and_kept(job, tmp_path, monkeypatch):
+    """The second compile of the same source, architecture and options is the cache's
+    (no nvcc: a broken one on PATH would fail it); anything else that changes the
+    result compiles again."""
+    import subprocess
+
+    monkeypatch.setenv("POLYGPU_CACHE_DIR", str(tmp_path))
+    first = compile_cubin(job.program, "sm_90")
+    assert len(list((tmp_path / "cubins").glob("*.cubin"))) == 1
+    calls = []
+    real = subprocess.run
+
+    def counting(argv, *a, **k):
+        calls.append(argv)
+        return real(argv, *a, **k)
+
+    monkeypatch.setattr(subprocess, "run", counting)
+    again = compile_cubin(job.program, "sm_90")
+    assert calls == [] and again == first  # the same binary, report and resources
+    other = compile_cubin(job.program, "sm_90", options=(*default_nvcc_options(), "-G"))
+    assert len(calls) == 1 and other.binary != first.binary
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", "-lineinfo")
+    compile_cubin(job.program, "sm_90")
+    assert len(calls) == 2
+    assert len(list((tmp_path / "cubins").glob("*.cubin"))) == 3
 
 
 def test_tune_progress_without_a_terminal_prints_plain_lines():

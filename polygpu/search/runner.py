@@ -42,15 +42,19 @@ child's :class:`~polygpu.runtime.device.GpuDevice` (``use_module``), so the chec
 
 :func:`compile_cubins` compiles many candidates in parallel with nvcc (no GPU needed) and
 returns each one's cubin and ptxas resources, so the search can prune on occupancy and hand
-the binaries to the runner.  :class:`ReplayRunner` returns recorded measurements: it drives
-the search in CI, where there is no GPU; :class:`SyntheticRunner` returns times from a
-formula, to measure the search's own cost and to test it at sizes nothing could run.
+the binaries to the runner; each cubin is kept in the build cache (``cubins/``) under a
+hash of all that makes it, so a tune run again, resumed, or at other sizes whose code is
+the same does not wait for nvcc again.  :class:`ReplayRunner` returns recorded
+measurements: it drives the search in CI, where there is no GPU; :class:`SyntheticRunner`
+returns times from a formula, to measure the search's own cost and to test it at sizes
+nothing could run.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -74,7 +78,7 @@ import polygpu
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 from polygpu.runtime import grid
-from polygpu.runtime.compiler import CompileError, usable_cpus
+from polygpu.runtime.compiler import CompileError, cache_dir, source_hash, usable_cpus
 from polygpu.runtime.device import RunBudget
 from polygpu.search.measurement import Environment, Job, Measurement, Runner
 from polygpu.search.occupancy import Resources, parse_ptxas
@@ -150,6 +154,11 @@ def compile_cubin(source: str | KernelProgram, arch: str,
     text = device_source(source)  # C linkage for the kernels, as the device layer does
     opts = default_nvcc_options() if options is None else tuple(options)
     nvcc = _nvcc()
+    key = source_hash(*_nvcc_identity(nvcc), arch, *opts, *(
+        os.environ.get(v, "") for v in ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")), text)
+    kept = _kept_cubin(key, arch)
+    if kept is not None:
+        return kept
     with tempfile.TemporaryDirectory(prefix="polygpu-cubin-") as tmp:
         cu, out = Path(tmp) / "kernels.cu", Path(tmp) / "kernels.cubin"
         cu.write_text(text)
@@ -161,7 +170,51 @@ def compile_cubin(source: str | KernelProgram, arch: str,
             raise CompileError(f"nvcc cannot compile the program for {arch}:\n"
                                + _head(result.stderr or result.stdout))
         binary = out.read_bytes()
+    _keep_cubin(key, binary, result.stderr)
     return Cubin(binary, arch, parse_ptxas(result.stderr), result.stderr)
+
+
+@functools.cache
+def _nvcc_identity(nvcc: str) -> tuple[str, str]:
+    """nvcc's path and its whole ``--version`` text (its first line names no release)."""
+    return nvcc, subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout
+
+
+def _cubin_paths(key: str) -> tuple[Path, Path]:
+    folder = cache_dir() / "cubins"
+    folder.mkdir(exist_ok=True)
+    return folder / f"{key}.cubin", folder / f"{key}.log"
+
+
+def _kept_cubin(key: str, arch: str) -> Cubin | None:
+    """The cubin compiled before under ``key`` (nvcc, its version, the architecture, the
+    options and the whole source), with its ptxas report; None if there is none or the
+    cache cannot be read (then nvcc runs)."""
+    try:
+        binary_path, log_path = _cubin_paths(key)
+        log = log_path.read_text()  # written before the binary: both, or no entry
+        binary = binary_path.read_bytes()
+    except (OSError, PolygpuError):
+        return None
+    return Cubin(binary, arch, parse_ptxas(log), log)
+
+
+def _keep_cubin(key: str, binary: bytes, log: str) -> None:
+    """Into the cache, each file through a private name and a rename (a parallel tune
+    may read the entry meanwhile); a cache that cannot be written keeps nothing."""
+    try:
+        binary_path, log_path = _cubin_paths(key)
+        for path, data in ((log_path, log.encode()), (binary_path, binary)):
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", dir=path.parent)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+    except (OSError, PolygpuError):
+        pass
 
 
 def compile_cubins(sources: Sequence[str | KernelProgram], arch: str, jobs: int | None = None,
