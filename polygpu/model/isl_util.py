@@ -174,18 +174,26 @@ def memo_by_text(maxsize: int = 1024):
     space.  An answer holding isl objects is the first asker's: equal in value and
     space for every later one (its form, the order of its pieces, is what isl gave the
     first)."""
+    return _lru(lambda args: tuple(_text_key(a) for a in args), maxsize, keep_args=False)
+
+
+def _lru(key_of, maxsize: int, keep_args: bool):
+    """The least-recently-used memo both memos are: ``key_of(args)`` the key; with
+    ``keep_args`` each entry keeps its arguments alive (an identity key must not be
+    reused while it is one)."""
 
     def decorate(fn):
         entries: OrderedDict = OrderedDict()
 
         @functools.wraps(fn)
         def wrapper(*args):
-            key = tuple(_text_key(a) for a in args)
-            if key in entries:  # (None is an answer too)
+            key = key_of(args)
+            hit = entries.get(key)  # (args or None, answer): None is an answer too
+            if hit is not None:
                 entries.move_to_end(key)
-                return entries[key]
+                return hit[1]
             result = fn(*args)
-            entries[key] = result
+            entries[key] = (args if keep_args else None, result)
             if len(entries) > maxsize:
                 entries.popitem(last=False)
             return result
@@ -225,25 +233,5 @@ def memo_by_identity(maxsize: int = 256, by_value: tuple[int, ...] = ()):
     of the same objects many times (per access, per dimension, per buffer).  The
     arguments at the positions ``by_value`` (hashable values without isl objects, such
     as variants) are compared by value."""
-
-    def decorate(fn):
-        entries: OrderedDict = OrderedDict()
-
-        @functools.wraps(fn)
-        def wrapper(*args):
-            key = tuple(a if isinstance(a, _PLAIN) or k in by_value else id(a)
-                        for k, a in enumerate(args))
-            hit = entries.get(key)
-            if hit is not None:
-                entries.move_to_end(key)
-                return hit[1]
-            result = fn(*args)
-            entries[key] = (args, result)
-            if len(entries) > maxsize:
-                entries.popitem(last=False)
-            return result
-
-        wrapper.cache_clear = entries.clear
-        return wrapper
-
-    return decorate
+    return _lru(lambda args: tuple(a if isinstance(a, _PLAIN) or k in by_value else id(a)
+                                   for k, a in enumerate(args)), maxsize, keep_args=True)

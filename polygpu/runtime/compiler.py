@@ -92,13 +92,14 @@ def source_hash(*parts: str) -> str:
     return h.hexdigest()[:24]
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a private file and a rename: another process
-    (a parallel test worker, a second tune) may be reading or compiling the same cached
-    file, and rewriting it in place would hand that one a truncated source."""
+def write_atomically(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to ``path`` through a private file and a rename:
+    another process (a parallel test worker, a second tune) may be reading or compiling
+    the same cached file, and rewriting it in place would hand that one a truncated
+    source."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix, dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
             f.write(text)
         os.replace(tmp, path)
     finally:

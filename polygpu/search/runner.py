@@ -78,7 +78,13 @@ import polygpu
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 from polygpu.runtime import grid
-from polygpu.runtime.compiler import CompileError, cache_dir, source_hash, usable_cpus
+from polygpu.runtime.compiler import (
+    CompileError,
+    cache_dir,
+    source_hash,
+    usable_cpus,
+    write_atomically,
+)
 from polygpu.runtime.device import RunBudget
 from polygpu.search.measurement import Environment, Job, Measurement, Runner
 from polygpu.search.occupancy import Resources, parse_ptxas
@@ -204,15 +210,8 @@ def _keep_cubin(key: str, binary: bytes, log: str) -> None:
     may read the entry meanwhile); a cache that cannot be written keeps nothing."""
     try:
         binary_path, log_path = _cubin_paths(key)
-        for path, data in ((log_path, log.encode()), (binary_path, binary)):
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", dir=path.parent)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, path)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+        write_atomically(log_path, log)  # first: a binary there means both are
+        write_atomically(binary_path, binary)
     except (OSError, PolygpuError):
         pass
 
