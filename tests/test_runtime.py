@@ -319,6 +319,36 @@ def test_compile_errors_name_the_kernel_line():
     assert len(message.splitlines()) <= 14
 
 
+def test_programs_include_the_emulation_header_precompiled_once():
+    # the header is parsed once per cache (its .gch beside it), and a damaged .gch --
+    # fatal to g++ -- costs a compile from the header's text, never a failure
+    def mv(scale):
+        src = MV_SOURCE.replace("x[i] = s;", f"x[i] = {scale}.0f * s;")
+        return cpu.compile_program(mv_program(src))
+
+    header = cpu.emulation_header()
+    pch = header.with_name(header.name + ".gch")
+    assert header.read_text() == cpu.HEADER.read_text() and pch.stat().st_size > 10**6
+    built = mv(2)
+    assert built.library.with_suffix(".cpp").read_text().startswith(f'#include "{header}"\n')
+    assert cpu.emulation_header() == header and header.parent.name.startswith("emulation-")
+    good = pch.read_bytes()
+    try:
+        pch.write_bytes(good[:4096])
+        damaged = mv(3)
+    finally:
+        pch.write_bytes(good)
+    assert damaged.library.with_suffix(".cpp").read_text().startswith(
+        cpu.HEADER.read_text())
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((37, 37), dtype=np.float32)
+    y = rng.standard_normal(37, dtype=np.float32)
+    for lib, scale in ((built, 2), (damaged, 3)):
+        x = np.full(37, np.nan, dtype=np.float32)
+        lib.run({"n": 37, "a": a, "x": x, "y": y})
+        np.testing.assert_allclose(x, scale * (a @ y), rtol=1e-4, atol=1e-4)
+
+
 def test_emulator_is_fast_enough():
     """A tiled mm (256 threads a block, two barriers a tile) at n = 64, after compiling."""
     prog = cpu.compile_program(mm_program())
