@@ -5,6 +5,8 @@ must not, and that the programs stay exact (the per-element Cholesky's substitut
 
 from __future__ import annotations
 
+import re
+
 import islpy as isl
 import pytest
 
@@ -126,9 +128,13 @@ def test_device_steps_split_a_one_thread_steps_sums_over_lanes(n, tile, threads,
     steps = compiled.program.source.split("_steps(")[-1]
     if threads[0] * threads[1] > lanes:  # the other threads wait at the barrier
         assert f"if (pg_tid < {lanes})" in steps
-    # both substitutions split (each printed once per branch of the steps' AST)
+    # the backward substitution split (printed once per branch of the steps' AST); the
+    # forward one right-looking, its rows dealt to the lanes (no butterfly)
     assert steps.count("-= pg_acc;") >= 2 and steps.count("pg_o >>= 1") == \
         steps.count("-= pg_acc;")
+    assert "pg_acc += (pg_res_a[0][(c5) - (0)][(c7) - (0)]" not in steps
+    assert re.search(rf"for \(int (\w+) = c5 \+ 1 \+ pg_tid \* \(1\); \1 <= [^;]+; "
+                     rf"\1 \+= {lanes} \* \(1\)\)", steps)
     mask = "pg_mask" if per_block > 1 else (
         "0xffffffffu" if lanes == 32 else f"{hex((1 << lanes) - 1)}u")
     assert f"__shfl_xor_sync({mask}, pg_acc, pg_o, {lanes})" in steps
@@ -137,3 +143,37 @@ def test_device_steps_split_a_one_thread_steps_sums_over_lanes(n, tile, threads,
     result = check_program(compiled.program, compiled.source_scop, CHOLESKY, params,
                            seed=7, defines=defines)
     assert result.ok, result.message
+
+
+def test_device_steps_turn_the_forward_substitution_and_not_the_backward_one():
+    """A one-thread step's update turned right-looking (schedule/lane_loops.turned) is
+    kept only where proven: the forward substitution's ``b[i] -= a[i][j] * b[j]`` at
+    ``[j, c, 0, i]`` runs every row's terms in the order of ``j`` still; the backward
+    one's (``j > i``, rows descending) would run them in the other order, and the prover
+    refuses it.  The turned rows' loop is the update's alone (the ``0`` before ``i``)
+    and proven to carry no dependence: the lanes share it."""
+    from polygpu.schedule import lane_loops, tiling
+    from polygpu.schedule.legality import violations
+
+    params = {"nb": 37, "n": 17}
+    prepared = prepare(CHOLESKY, params=params)
+    tr = prepared.candidates[_batch(prepared)]
+    deps = prepared.analysis.dependences_with(tr.atomic)
+    (steps,) = [k for k in tr.kernels if k.n_space == 0]
+    assert sorted(lane_loops.updates(steps)) == ["S3", "S5"]
+    variant = Variant(candidate=_batch(prepared), device_steps=True)
+    for update, legal in (("S3", True), ("S5", False)):
+        turned = lane_loops.turned(steps, update, gap=1)
+        es = tiling.execution_schedule(
+            (tiling._tile_kernel(prepared.analysis.scop, turned, 0, variant),))
+        assert (not violations(deps, es)) is legal, update
+    kernels = tiling.tile(prepared.analysis.scop, deps, tr, variant)
+    (one,) = [k for k in kernels if k.n_mapped == 0 or k.n_threads == 1][:1]
+    assert one.lane_dims
+    row = 2 * one.n_mapped + one.lane_dims[0]
+    moved = {m.get_tuple_name(isl.dim_type.in_) for m in lane_loops.maps_of(one.schedule)
+             if row in lane_loops.loop_dims(m)}
+    assert moved == {"S3"}
+    # without device steps the kernel is tiled as given
+    plain = tiling.tile(prepared.analysis.scop, deps, tr, Variant(candidate=_batch(prepared)))
+    assert not any(k.lane_dims for k in plain)

@@ -585,7 +585,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
                 lanes, mask = _lanes(block_threads[own] // elements, elements)
                 shared = _work(scop, kernel, buffers, views, ref_views, constants,
                                printer, index64, lanes, mask) if lanes > 1 else []
-                if "__shfl_xor_sync" in str(cgen.Block(shared)):
+                if kernel.lane_dims or "__shfl_xor_sync" in str(cgen.Block(shared)):
                     work, threads = shared, lanes
             body += work
         else:

@@ -38,21 +38,49 @@ def loop_dims(m: isl.Map) -> list[int]:
     return [d for d in range(m.dim(isl.dim_type.out)) if not pma.get_pw_aff(d).is_cst()]
 
 
+def varying_dims(m: isl.Map) -> list[int]:
+    """The output dimensions of a schedule map whose value changes over the statement's
+    instances at fixed parameters (a device step's host iterators are parameters: a
+    dimension equal to one is no loop of the step)."""
+    rng = m.range()
+    return [d for d in range(m.dim(isl.dim_type.out))
+            if not rng.dim_min(d).is_equal(rng.dim_max(d))]
+
+
 def right_looking(kernel: KernelSchedule) -> KernelSchedule | None:
     """``kernel`` with its update turned right-looking (module doc), or None where it is
     not of that form."""
-    times = {m.get_tuple_name(isl.dim_type.in_): m for m in maps_of(kernel.time)}
-    loops = {name: loop_dims(m) for name, m in times.items()}
+    loops = {name: loop_dims(m) for name, m in _times(kernel).items()}
     updates = [name for name, ds in loops.items() if len(ds) == 2]
     if len(updates) != 1 or any(len(ds) > 2 for ds in loops.values()):
         return None
-    update = updates[0]
-    row, step = loops[update]
-    if any(ds and ds != [row] for name, ds in loops.items() if name != update) or \
-            row + 2 >= kernel.n_time:
+    row = loops[updates[0]][0]
+    if any(ds and ds != [row] for name, ds in loops.items() if name != updates[0]):
         return None
+    return turned(kernel, updates[0])
+
+
+def updates(kernel: KernelSchedule) -> list[str]:
+    """The statements of ``kernel`` that :func:`turned` can take: two loops (row, then
+    sum), the other statements constant right after that row's position.  (Whether a
+    turn is legal is the prover's to say.)"""
+    return [name for name, m in _times(kernel).items()
+            if len(varying_dims(m)) == 2 and turned(kernel, name, gap=1) is not None]
+
+
+def turned(kernel: KernelSchedule, update: str, gap: int = 0) -> KernelSchedule | None:
+    """``kernel`` with statement ``update`` (time ``[.., i, .., k, ..]``) at ``[.., k,
+    c, 0 x gap, i, 0..]``, ``c`` after every other statement's constant at the position
+    after ``i``; None where the time has no room or those are not constants.  With
+    ``gap`` 1 the row is at a position where no other statement of a one-thread step
+    loops (their sums loop right after their constant), so a loop there is the turned
+    update's alone (:func:`lane_parallel` over it alone)."""
+    times = _times(kernel)
     m = times[update]
-    pma = m.as_pw_multi_aff()
+    dims = varying_dims(m) if gap else loop_dims(m)
+    if len(dims) != 2 or dims[0] + 2 + gap >= kernel.n_time:
+        return None
+    row, step = dims
     after = 0  # the update's constant right after the step: behind every other statement
     for name, other in times.items():
         if name != update:
@@ -60,14 +88,19 @@ def right_looking(kernel: KernelSchedule) -> KernelSchedule | None:
             if not value.is_cst():
                 return None
             after = max(after, _constant(value) + 1)
+    pma = m.as_pw_multi_aff()
     dims = [pma.get_pw_aff(d) for d in range(kernel.n_time)]
     zero = dims[row].sub(dims[row])  # 0 on the update's domain
-    order = [dims[d] for d in range(row)] + [dims[step], zero.add_constant_val(isl.Val(after)),
-                                             dims[row]]
+    order = [dims[d] for d in range(row)] + [dims[step], zero.add_constant_val(isl.Val(after))]
+    order += [zero] * gap + [dims[row]]
     order += [zero] * (kernel.n_time - len(order))
-    turned = map_from_pw_affs(order, m.domain(), None)
-    time = union_of([turned if name == update else other for name, other in times.items()])
+    result = map_from_pw_affs(order, m.domain(), None)
+    time = union_of([result if name == update else other for name, other in times.items()])
     return replace(kernel, time=time)
+
+
+def _times(kernel: KernelSchedule) -> dict[str, isl.Map]:
+    return {m.get_tuple_name(isl.dim_type.in_): m for m in maps_of(kernel.time)}
 
 
 def _constant(value: isl.PwAff) -> int:

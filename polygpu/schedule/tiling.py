@@ -45,7 +45,14 @@ from polygpu.model.build import map_from_pw_affs
 from polygpu.model.dependences import Dependences, maps_of, union_of
 from polygpu.model.isl_util import memo_by_identity, memo_by_text
 from polygpu.model.scop import Scop
-from polygpu.schedule.lane_loops import lane_parallel, loop_dims, proven_alone, right_looking
+from polygpu.schedule.lane_loops import (
+    lane_parallel,
+    loop_dims,
+    proven_alone,
+    right_looking,
+    turned,
+    updates,
+)
 from polygpu.schedule.legality import ExecutionSchedule, insert_constants, prove_legal
 from polygpu.schedule.transformation import KernelSchedule, Transformation
 from polygpu.schedule.variant import MAX_MAPPED, Variant
@@ -373,8 +380,10 @@ def tile(scop: Scop, deps: Dependences, tr: Transformation, variant: Variant
     # the same objects for the same inputs: a search tiles one candidate the same way
     # for variants that differ only in the memory or code stages (sketched, then
     # compiled), and the memory stage's caches are per kernel object
-    per_kernel = tuple(replace(variant.for_kernel(i), **_NOT_TILING)
-                       for i in range(len(tr.kernels)))
+    # (device steps kept for one-thread kernels: their lanes take turned updates' rows)
+    per_kernel = tuple(replace(variant.for_kernel(i), **{
+        **_NOT_TILING, "device_steps": variant.device_steps and k.n_space == 0})
+        for i, k in enumerate(tr.kernels))
     return _tiled(scop, deps, tr, per_kernel)
 
 
@@ -390,6 +399,8 @@ _NOT_TILING = {"candidate": 0, "shared": True, "padding": -1, "registers": True,
 def _tiled(scop: Scop, deps: Dependences, tr: Transformation,
            per_kernel: tuple[Variant, ...]) -> tuple[TiledKernel, ...]:
     kernels = tuple(_on_lanes(scop, deps, k, i, per_kernel[i]) if per_kernel[i].lanes > 1
+                    else _steps_on_lanes(scop, deps, k, i, per_kernel[i])
+                    if per_kernel[i].device_steps
                     else _tile_kernel(scop, k, i, per_kernel[i])
                     for i, k in enumerate(tr.kernels))
     prove_legal(deps, execution_schedule(kernels))
@@ -414,6 +425,37 @@ def _on_lanes(scop: Scop, deps: Dependences, kernel: KernelSchedule, index: int,
                 lane_parallel(candidate.schedule, candidate.statements, deps, max(loops)):
             return replace(candidate, lane_dims=(local,))
     return _tile_kernel(scop, kernel, index, variant)
+
+
+def _steps_on_lanes(scop: Scop, deps: Dependences, kernel: KernelSchedule, index: int,
+                    variant: Variant) -> TiledKernel:
+    """A one-thread kernel of device steps (codegen runs it on the lanes of its
+    element's warp, splitting its sums), each of its updates turned right-looking where
+    that is proven legal (a forward substitution; not a backward one, whose sum would
+    run in the other order), their rows then shared by the lanes: one FMA a lane a step
+    instead of a split sum's butterfly of shuffles (schedule/lane_loops.py)."""
+    given = base = _tile_kernel(scop, kernel, index, variant)
+    done: list[str] = []
+    for update in updates(kernel):
+        candidate = turned(kernel, update, gap=1)
+        if candidate is None:
+            continue
+        tiled = _tile_kernel(scop, candidate, index, variant)
+        es = execution_schedule((tiled,))
+        if proven_alone(es.schedule, es.kinds, deps):
+            kernel, base = candidate, tiled
+            done.append(update)
+    if not done:
+        return base
+    rows = {max(loop_dims(m)) for m in maps_of(base.schedule)
+            if m.get_tuple_name(isl.dim_type.in_) in done}
+    local = max(rows) - 2 * base.n_mapped
+    if len(rows) == 1 and local >= base.n_tile_levels and local not in base.unroll_dims \
+            and lane_parallel(base.schedule, tuple(done), deps, max(rows)) and \
+            not any(max(rows) in loop_dims(m) for m in maps_of(base.schedule)
+                    if m.get_tuple_name(isl.dim_type.in_) not in done):
+        return replace(base, lane_dims=(local,))
+    return given
 
 
 def execution_schedule(kernels: tuple[TiledKernel, ...]) -> ExecutionSchedule:
