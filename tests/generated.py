@@ -9,4 +9,5 @@ def kernel_text(source: str) -> str:
     """The generated kernels of ``source``, with the device functions of split halves
     (whole and partial tiles: codegen/full_tiles.py) that come before them, without the
     helper preludes."""
-    return re.split(r"(?=__device__ __noinline__|__global__ void)", source, maxsplit=1)[1]
+    halves = r"__device__ __(?:noinline|forceinline)__ void \w+_(?:whole|partial)\("
+    return re.split(rf"(?={halves}|__global__ void)", source, maxsplit=1)[1]

@@ -596,7 +596,8 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
                 code, call = _half_function(
                     scop, kernel, f"{name}_{half}", args, buffers + resident[own], itype,
                     _work(scop, k, buffers, *views_of(k), constants, printer, index64,
-                          fragments=fragments if half == "whole" else None, lanes=lanes))
+                          fragments=fragments if half == "whole" else None, lanes=lanes),
+                    inline=device_steps)
                 parts.append(code)
                 calls.append(call)
             body.append(cgen.If(halves.condition, *calls))
@@ -672,13 +673,18 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
 
 
 def _half_function(scop: Scop, kernel: TiledKernel, name: str, args, buffers, itype: str,
-                   work: list) -> tuple[str, cgen.Line]:
+                   work: list, inline: bool = False) -> tuple[str, cgen.Line]:
     """One half of a split kernel (codegen/full_tiles.py) as a ``__noinline__`` device
     function, and the line that calls it: the kernel's arguments, block and thread ids
     and shared buffers in, its register buffers its own.  Why a function: ptxas
     allocates registers for the whole kernel, and with both halves inline it needed
     more than either alone (all-pairs L1, 128 x 128 tiles: 214 registers against 128
-    for each half; the same 128 as functions, shared loads kept as ``ld.shared``)."""
+    for each half; the same 128 as functions, shared loads kept as ``ld.shared``).
+
+    ``inline`` (device steps) makes it ``__forceinline__``: there a step calls its
+    halves once per tile and step, and the call (its arguments, the return, each
+    shared pointer's window recomputed from ``SR_CgaCtaId``) cost more than the
+    step's work -- the batched Cholesky in double at n = 64 ran ~23 million calls."""
     shared = [b for b in buffers if b.space == "shared"]
     ids = [(itype, b) for b in kernel.block_names] + [("int", t) for t in kernel.thread_names]
     if shared:
@@ -689,7 +695,8 @@ def _half_function(scop: Scop, kernel: TiledKernel, name: str, args, buffers, it
         + [b.name for b in shared]
     registers = staging.declarations([b for b in buffers if b.space == "register"], False)
     code = cgen.FunctionBody(
-        cgen.FunctionDeclaration(cgen.Value("__device__ __noinline__ void", name), params),
+        cgen.FunctionDeclaration(cgen.Value(
+            f"__device__ {'__forceinline__' if inline else '__noinline__'} void", name), params),
         cgen.Block(_fixed_constants(scop, args) + registers + work))
     return str(code), cgen.Line(f"{name}({', '.join(names)});")
 
