@@ -635,7 +635,7 @@ def resident_plan(scop: Scop, kernels: tuple[TiledKernel, ...], memory: MemoryPl
         budget = (MAX_SHARED_BYTES - static) // variant.elements_per_block
         others = frozenset().union(*(t for m, t in enumerate(touched) if m != n))
         residence = _launch_residence(scop, own, grid_dims, budget, frozenset(staged),
-                                      others)
+                                      others, variant.packed)
         if not residence.buffers:
             why = "; ".join(f"{a}: {reason}" for a, reason in residence.left) or \
                 "no arrays"
@@ -643,6 +643,10 @@ def resident_plan(scop: Scop, kernels: tuple[TiledKernel, ...], memory: MemoryPl
             raise PolygpuError(f"variant: resident, but no array can stay in shared memory"
                                f"{where} ({why})", scop.loc)
         found.append(residence)
+    if variant.packed and not any(b.packed for r in found for b in r.buffers):
+        raise PolygpuError("variant: packed, but no resident array's footprint is a lower "
+                           "triangle of its box (column at most row, proven with isl)",
+                           scop.loc)
     return tuple(found)
 
 
@@ -650,19 +654,19 @@ _RESIDENCES: dict[tuple, tuple] = {}  # (scop statements, kernels, residence) by
 
 
 def _launch_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
-                      budget: int, staged: frozenset[str], others: frozenset[str]
-                      ) -> Residence:
+                      budget: int, staged: frozenset[str], others: frozenset[str],
+                      packed: bool = False) -> Residence:
     """:func:`~polygpu.memory.residence.plan_residence`, once per launch: a cover search
     prices a launch of the same kernels in many covers, and what the rest of a cover
     contributes (``others``: the arrays its other launches touch) depends only on which
     kernels are outside this launch, not on how they are cut."""
     key = (id(scop.statements), str(scop.context), tuple(map(id, kernels)), grid_dims,
-           budget, staged, others)
+           budget, staged, others, packed)
     seen = _RESIDENCES.get(key)
     if seen is not None and seen[0] is scop.statements and all(
             a is b for a, b in zip(seen[1], kernels, strict=True)):
         return seen[2]
-    residence = plan_residence(scop, kernels, grid_dims, budget, staged, others)
+    residence = plan_residence(scop, kernels, grid_dims, budget, staged, others, packed)
     if len(_RESIDENCES) > 256:
         _RESIDENCES.clear()
     _RESIDENCES[key] = (scop.statements, kernels, residence)

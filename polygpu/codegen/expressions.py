@@ -124,6 +124,14 @@ def constant_name(name: str) -> str:
     return f"{name}_const"
 
 
+def packed_subscript(r: str, c: str, fold: int) -> str:
+    """``[row][column]`` of box element ``(r, c)`` (C expressions, ``c <= r``) in a
+    packed triangle folded at row ``fold`` (:attr:`Buffer.packed`)."""
+    upper = f"({r}) >= {fold}"
+    return (f"[{upper} ? ({r}) - {fold} : {fold - 1} - ({r})]"
+            f"[{upper} ? ({c}) : {2 * fold} - ({c})]")
+
+
 @dataclass(frozen=True)
 class BufferView:
     """How references to an array print when the memory stage gave it a buffer:
@@ -137,8 +145,16 @@ class BufferView:
     extents: tuple[int, ...]
     chunk: tuple[int, ...] = ()
     order: tuple[int, ...] = ()  # storage order of the dimensions (empty: as written)
+    packed: int = 0  # the last two dimensions a packed lower triangle (Buffer.packed)
 
     def subscript(self, subs: list[str]) -> str:
+        if self.packed:  # (stride 1, no chunks, storage as written: residence.py)
+            head = BufferView(self.name, self.base[:-2], self.stride[:-2],
+                              self.extents[:-2]).subscript(subs[:-2]) if len(subs) > 2 \
+                else self.name
+            r, c = (sub if base == "0" else f"({sub}) - ({base})"
+                    for sub, base in zip(subs[-2:], self.base[-2:], strict=True))
+            return head + packed_subscript(r, c, self.packed)
         parts = []
         chunks = self.chunk or (1,) * len(self.extents)
         for sub, base, stride, extent, w in zip(subs, self.base, self.stride, self.extents,

@@ -12,8 +12,9 @@ extent (the AST build knows it, and isl drops the guards), once for the others, 
 
 chooses at run time (the halves are ``__noinline__`` device functions: ptxas allocates
 registers per function, and inline the two needed more than either: codegen/cuda.py
-``_half_function``; a device step's are ``__forceinline__``, called once a tile a step).  The condition reads block ids, parameters and host iterators
-only, so every thread of a block takes the same branch (barriers inside are safe).
+``_half_function``; a device step's are ``__forceinline__``, called once a tile a
+step).  The condition reads block ids, parameters and host iterators only, so every
+thread of a block takes the same branch (barriers inside are safe).
 
 Nothing about the schedule changes: both bodies are isl's AST of the same proven
 schedule, each under a context that holds wherever it runs, so they run the same

@@ -40,7 +40,13 @@ from dataclasses import dataclass, replace
 import cgen
 import islpy as isl
 
-from polygpu.codegen.expressions import INDEX64, BufferView, Printer, index_text
+from polygpu.codegen.expressions import (
+    INDEX64,
+    BufferView,
+    Printer,
+    index_text,
+    packed_subscript,
+)
 from polygpu.codegen.full_slices import full_slices
 from polygpu.codegen.thread_ast import (
     ids,
@@ -51,6 +57,7 @@ from polygpu.codegen.thread_ast import (
     with_params,
 )
 from polygpu.frontend import ir
+from polygpu.memory.footprints import box_coordinates
 from polygpu.memory.placement import Buffer, prefetch_count
 from polygpu.model.isl_budget import OutOfBudget, isl_operation_budget
 from polygpu.model.isl_util import maps_of, union_of
@@ -91,7 +98,18 @@ def view(buffer: Buffer, index64: bool = False, known: isl.Set | None = None
         context = known.params()
         bases = tuple(_gist(b, context) for b in bases)
     return BufferView(buffer_ref(buffer), tuple(c_expr(b, index64) for b in bases),
-                      buffer.box.stride, buffer.box.extents, buffer.box.chunk, buffer.order)
+                      buffer.box.stride, buffer.box.extents, buffer.box.chunk, buffer.order,
+                      buffer.packed)
+
+
+def stored(buffer: Buffer, u: Sequence[str], name: str | None = None) -> str:
+    """``buffer``'s element at box coordinates ``u`` (C names), in its storage order or
+    its packed triangle."""
+    name = buffer_ref(buffer) if name is None else name
+    if buffer.packed:
+        return name + "".join(f"[{x}]" for x in u[:-2]) + \
+            packed_subscript(u[-2], u[-1], buffer.packed)
+    return f"{name}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
 
 
 def _gist(pa: isl.PwAff, context: isl.Set) -> isl.PwAff:
@@ -194,26 +212,8 @@ def dynamic_bytes(buffers: list[Buffer]) -> int:
 
 
 def _inside(footprint: isl.Set, buffer: Buffer) -> isl.Set:
-    """``{ [u] : base + stride u in footprint }``: the box coordinates of the elements of
-    ``footprint`` (parameters: the footprint's)."""
-    box = buffer.box
-    d = len(box.extents)
-    space = footprint.get_space()
-    u_space = isl.Space.set_alloc(space.get_ctx(), 0, d).align_params(space)
-    element = None
-    for k in range(d):
-        var = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(u_space), isl.dim_type.set, k)
-        base = box.base[k].align_params(u_space).insert_dims(isl.dim_type.in_, 0, d)
-        w = box.chunks[k]
-        if w > 1:  # base + stride * floor(u / w) + u mod w
-            offset = var.scale_down_val(isl.Val(w)).floor().scale_val(
-                isl.Val(box.stride[k])).add(var.mod_val(isl.Val(w)))
-        else:
-            offset = var.scale_val(isl.Val(box.stride[k]))
-        pma = isl.PwMultiAff.from_pw_aff(base.add(offset))
-        element = pma if element is None else element.flat_range_product(pma)
-    element = element.set_tuple_id(isl.dim_type.out, space.get_tuple_id(isl.dim_type.set))
-    return footprint.preimage_pw_multi_aff(element)
+    """The box coordinates of ``buffer``'s elements in ``footprint``."""
+    return box_coordinates(footprint, buffer.box)
 
 
 def copied_extents(footprint: isl.Set, buffer: Buffer, known: isl.Set | None
@@ -318,7 +318,7 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
     guard = index_text(_guard(footprint, buffer, u, known, extents), printer.index64)
     # the loop runs through the box in the array's order (coalesced global accesses);
     # the buffer may store it in another
-    local = f"{buffer_ref(buffer)}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
+    local = stored(buffer, u)
     subs = _element(buffer, u, printer.index64)
     # (an array resident in the block's shared memory is copied from and to there)
     global_ref = printer.buffers[buffer.array].subscript(subs) \
@@ -563,7 +563,7 @@ def _copy_parts(buffer: Buffer, printer: Printer, direction: str, threads: int,
     extents = copied_extents(footprint, buffer, known)
     u = [f"pg_u{k}" for k in range(len(extents))]
     guard = index_text(_guard(footprint, buffer, u, known, extents), printer.index64)
-    local = f"{buffer.name}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
+    local = stored(buffer, u, buffer.name)
     subs = _element(buffer, u, printer.index64)
     global_ref = f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
     size = math.prod(extents)
@@ -636,7 +636,7 @@ def _block_range(buffer: Buffer, printer: Printer, scop: Scop | None, known: isl
     width = VECTOR_BYTES // buffer.element_size
     size = math.prod(extents)
     if buffer.dtype not in VECTOR_TYPES or box.chunk or any(t != 1 for t in box.stride) \
-            or buffer.row_extents != extents or buffer.stages != 1 \
+            or buffer.row_extents != extents or buffer.stages != 1 or buffer.packed \
             or buffer.storage_order != tuple(range(d)) or size * elements % width:
         return None
     inside = _inside(buffer.writes if direction == "out" else buffer.reads, buffer)

@@ -128,6 +128,28 @@ class Box:
         return math.prod(self.extents)
 
 
+def box_coordinates(footprint: isl.Set, box: Box) -> isl.Set:
+    """``{ [u] : base + stride u in footprint }``: the box coordinates of the elements of
+    ``footprint`` (parameters: the footprint's)."""
+    d = len(box.extents)
+    space = footprint.get_space()
+    u_space = isl.Space.set_alloc(space.get_ctx(), 0, d).align_params(space)
+    element = None
+    for k in range(d):
+        var = isl.PwAff.var_on_domain(isl.LocalSpace.from_space(u_space), isl.dim_type.set, k)
+        base = box.base[k].align_params(u_space).insert_dims(isl.dim_type.in_, 0, d)
+        w = box.chunks[k]
+        if w > 1:  # base + stride * floor(u / w) + u mod w
+            offset = var.scale_down_val(isl.Val(w)).floor().scale_val(
+                isl.Val(box.stride[k])).add(var.mod_val(isl.Val(w)))
+        else:
+            offset = var.scale_val(isl.Val(box.stride[k]))
+        pma = isl.PwMultiAff.from_pw_aff(base.add(offset))
+        element = pma if element is None else element.flat_range_product(pma)
+    element = element.set_tuple_id(isl.dim_type.out, space.get_tuple_id(isl.dim_type.set))
+    return footprint.preimage_pw_multi_aff(element)
+
+
 def _stride(s: isl.Set, d: int) -> int:
     """The stride of dimension ``d`` on its own (isl's stride of a dimension may take
     the other dimensions into account, e.g. ``r + c`` even: no stride of ``r`` alone)."""

@@ -122,6 +122,11 @@ class Buffer:
     # the references it serves read only elements the kernel never writes (of an array
     # it does write: :func:`apart_reads`), so it is copied like a read-only array's
     apart: bool = False
+    # h > 0: the last two box dimensions (rows r, columns c) hold a lower triangle
+    # (c <= r) stored packed, as LAPACK's rectangular full packed format: row r >= h at
+    # [r - h][c], row r < h at [h - 1 - r][2 h - c] -- R - h rows of 2 h + 1 words for
+    # R x C (h = R / 2: half the words).  Only resident buffers (memory/residence.py)
+    packed: int = 0
 
     @property
     def storage_order(self) -> tuple[int, ...]:
@@ -135,6 +140,8 @@ class Buffer:
     def row_extents(self) -> tuple[int, ...]:
         """Declared extents: the box in storage order, innermost padded."""
         extents = tuple(self.box.extents[d] for d in self.storage_order)
+        if self.packed:
+            extents = extents[:-2] + (extents[-2] - self.packed, 2 * self.packed + 1)
         return extents[:-1] + (extents[-1] + self.padding,)
 
     @property
@@ -155,6 +162,8 @@ class Buffer:
             **({"chunk": list(self.box.chunk)} if self.box.chunk else {}),
             **({"storage_order": list(self.order)} if self.order else {}),
             **({"stages": self.stages} if self.stages > 1 else {}),
+            **({"packed_triangle": {"fold": self.packed, "rows": list(self.row_extents)}}
+               if self.packed else {}),
             **({"references": sorted(f"{st}#{r}" for st, r in self.refs)}
                if self.refs else {}),
             "copy_in": self.reads is not None, "copy_out": self.writes is not None,

@@ -34,6 +34,10 @@ statements; a temporary that another launch also touches is loaded and stored li
 array -- it crosses the cut in global memory.  An argument marked as not live-out
 (``#pragma polygpu not_live_out``) is loaded where read but never stored.
 
+With ``Variant.packed`` an array whose footprint is a lower triangle of its box (a
+factorization's element) is stored packed (:func:`triangle_fold`): half the shared
+memory, so twice the elements resident an SM.
+
 Arrays left in global memory, with the reason: targets of atomic updates (shared
 updates would race without atomics), arrays a kernel stages in a shared buffer of its
 own (references outside that kernel would go elsewhere), footprints without a constant
@@ -43,16 +47,19 @@ first, so as many as possible become resident).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import islpy as isl
 
+from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
-from polygpu.memory.footprints import bounding_box
+from polygpu.memory.footprints import Box, bounding_box, box_coordinates
 from polygpu.memory.padding import CostModel, SharedReference, choose_padding
 from polygpu.memory.placement import MAX_SHARED_BYTES, Buffer, thread_steps
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
+from polygpu.schedule.transformation import Transformation
 
 PREFIX = "pg_res_"  # a resident buffer's C name: PREFIX + the array's
 # kinds of arrays whose values neither come from before the region nor outlive it: a
@@ -104,19 +111,18 @@ def lifetime_footprint(scop: Scop, array: str, kind: str, grid_dims: int,
 def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
                    budget: int = MAX_SHARED_BYTES,
                    staged: frozenset[str] | set[str] = frozenset(),
-                   shared_with: frozenset[str] | set[str] = frozenset()) -> Residence:
+                   shared_with: frozenset[str] | set[str] = frozenset(),
+                   packed: bool = False) -> Residence:
     """The resident buffers of a device-steps launch of ``kernels`` (one host step's,
     ``scop`` the step region, specialized or not) within ``budget`` bytes; arrays in
     ``staged`` have shared buffers of some kernel's own and stay out.  Temporaries are
     contracted unless in ``shared_with``: the arrays other launches of the program
-    (``Variant.cuts``) touch, which pass through global memory."""
+    (``Variant.cuts``) touch, which pass through global memory.  With ``packed``, an
+    array whose footprint is a lower triangle of its box's last two dimensions is
+    stored packed (:func:`triangle_fold`)."""
     statements = frozenset(s for k in kernels for s in k.statements)
     atomic = {scop.statement(s).writes[0].array for k in kernels for s in k.atomic}
-    context = scop.context
-    for name in scop.host[grid_dims:]:
-        k = context.find_dim_by_name(isl.dim_type.param, name)
-        if k >= 0:
-            context = context.project_out(isl.dim_type.param, k, 1)
+    context = _block_context(scop, grid_dims)
     found, left = [], []
     for array in scop.program_arrays:
         reads = lifetime_footprint(scop, array.name, "read", grid_dims, statements)
@@ -135,13 +141,16 @@ def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
             left.append((array.name, "no constant box around the block's footprint "
                          "(specialize the sizes)"))
             continue
-        padding, decision = _padding(scop, kernels, array, box)
+        fold = triangle_fold(both, box) if packed else 0
+        # (a packed triangle's rows are 2 h + 1 words: odd, its columns' banks apart)
+        padding, decision = (0, None) if fold else _padding(scop, kernels, array, box)
         if array.kind in TEMPORARY and array.name not in shared_with:
             reads = writes = None  # contracted: never loaded, never stored
         elif not array.live_out and array.name not in shared_with:
             writes = None  # nobody reads it after the launch: never stored
         found.append(Buffer(-1, array.name, "shared", PREFIX + array.name, array.dtype, 0,
-                            box, padding, reads, writes, decision, statements=statements))
+                            box, padding, reads, writes, decision, statements=statements,
+                            packed=fold))
     buffers = []
     room = budget
     for b in sorted(found, key=lambda b: (b.bytes, b.array)):
@@ -153,6 +162,66 @@ def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
     order = [a.name for a in scop.program_arrays]
     return Residence(tuple(sorted(buffers, key=lambda b: order.index(b.array))),
                      tuple(left))
+
+
+def _block_context(scop: Scop, grid_dims: int) -> isl.Set:
+    """The region's context with the host iterators a block runs through projected
+    out (a batch's element stays: the block's)."""
+    context = scop.context
+    for name in scop.host[grid_dims:]:
+        k = context.find_dim_by_name(isl.dim_type.param, name)
+        if k >= 0:
+            context = context.project_out(isl.dim_type.param, k, 1)
+    return context
+
+
+def packable(scop: Scop, grid_dims: int) -> bool:
+    """Whether a resident plan of ``scop`` (a step region at fixed sizes) could store
+    some array packed: its footprint over all statements a lower triangle of its box
+    (what a search asks before it adds :attr:`Variant.packed` twins)."""
+    context = _block_context(scop, grid_dims)
+    for array in scop.program_arrays:
+        parts = [f for kind in ("read", "write")
+                 if (f := lifetime_footprint(scop, array.name, kind, grid_dims)) is not None]
+        if not parts:
+            continue
+        both = parts[0].union(parts[1]).coalesce() if len(parts) == 2 else parts[0]
+        box = bounding_box(both, context.align_params(both.get_space()).params())
+        if box is not None and triangle_fold(both, box):
+            return True
+    return False
+
+
+def packable_at(tr: Transformation, params: Mapping[str, int]) -> bool:
+    """Whether a resident plan of the batch ``tr`` at ``params`` could pack a triangle
+    (:func:`packable`): where a search's twins with ``Variant.packed`` are worth
+    building."""
+    if tr.host is None or tr.step is None or not tr.host.grid_dims:
+        return False
+    try:
+        return packable(tr.step.scop.specialized(params), tr.host.grid_dims)
+    except PolygpuError:
+        return False
+
+
+def triangle_fold(footprint: isl.Set, box: Box) -> int:
+    """The fold row ``h`` of :attr:`Buffer.packed` for ``footprint`` in ``box``, or 0
+    where it cannot be packed: proven with isl, every element has its column at most
+    its row (box coordinates of the last two dimensions, both of stride 1), and the
+    packed rows take fewer words than the box's."""
+    d = len(box.extents)
+    if d < 2 or box.chunk or box.stride[-2:] != (1, 1) or box.extents[-2] < 2:
+        return 0
+    rows, columns = box.extents[-2:]
+    fold = rows // 2
+    if (rows - fold) * (2 * fold + 1) >= rows * columns:
+        return 0
+    inside = box_coordinates(footprint, box)
+    lower = isl.Set.universe(inside.get_space())  # r - c >= 0
+    lower = lower.add_constraint(isl.Constraint.inequality_alloc(lower.get_space())
+                                 .set_coefficient_val(isl.dim_type.set, d - 2, 1)
+                                 .set_coefficient_val(isl.dim_type.set, d - 1, -1))
+    return fold if inside.is_subset(lower) else 0
 
 
 def _padding(scop: Scop, kernels: tuple[TiledKernel, ...], array, box):

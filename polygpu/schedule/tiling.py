@@ -392,7 +392,7 @@ def tile(scop: Scop, deps: Dependences, tr: Transformation, variant: Variant
 # the kernels
 _NOT_TILING = {"candidate": 0, "shared": True, "padding": -1, "registers": True,
                "specialize": False, "device_steps": False,
-               "resident": False, "elements_per_block": 1}
+               "resident": False, "packed": False, "elements_per_block": 1}
 
 
 @memo_by_identity(maxsize=64, by_value=(3,))

@@ -6,7 +6,7 @@ pivot column and its trailing update), so one tile shape for all is rarely right
 ``Variant`` holds the program-wide settings and, in ``kernels``, the fields that a given
 kernel overrides; :meth:`Variant.for_kernel` merges them, and every stage that tiles,
 places or generates one kernel reads that kernel's merged variant.  ``candidate`` and
-``specialize`` (and ``device_steps``, ``resident``, ``elements_per_block``,
+``specialize`` (and ``device_steps``, ``resident``, ``packed``, ``elements_per_block``,
 ``fast_math``, ``relayout``, ``recursion``, ``splits``, ``cuts``) concern the whole program and
 cannot be overridden per kernel.
 
@@ -25,7 +25,7 @@ from polygpu.errors import PolygpuError
 
 MAX_MAPPED = 3  # CUDA grids and blocks have three dimensions
 MAX_THREADS = 1024
-PROGRAM_WIDE = ("candidate", "specialize", "device_steps", "resident", "fast_math",
+PROGRAM_WIDE = ("candidate", "specialize", "device_steps", "resident", "packed", "fast_math",
                 "elements_per_block", "relayout", "recursion", "splits", "cuts", "kernels")
 
 
@@ -67,6 +67,10 @@ class Variant:
     # device steps: the block keeps what it touches in shared memory for its whole life,
     # copied in before the first step and out after the last (memory/residence.py)
     resident: bool = False
+    # resident: an array whose block footprint is a lower triangle (a factorization's
+    # element) stored packed, in half the shared memory (memory/residence.py): more
+    # elements resident an SM, a few integer operations more a reference
+    packed: bool = False
     # a batch's device steps: elements per block, each run by a group of threads (the
     # kernels' threads rounded up to a power of two, at most a warp) with __syncwarp
     elements_per_block: int = 1
@@ -156,6 +160,9 @@ class Variant:
         if list(self.splits) != sorted(set(self.splits)) or any(p < 1 for p in self.splits):
             raise PolygpuError(f"variant: splits {list(self.splits)} are statement "
                                "positions, increasing, each at least 1")
+        if self.packed and not self.resident:
+            raise PolygpuError("variant: packed stores resident triangles packed; it needs "
+                               "resident")
         if not -1 <= self.padding < 32:
             raise PolygpuError(f"variant: padding {self.padding} is not -1 (solver) or "
                                "0..31")
@@ -221,6 +228,8 @@ class Variant:
             del data["lanes"]
         if not self.resident:
             del data["resident"]
+        if not self.packed:
+            del data["packed"]
         if self.elements_per_block == 1:
             del data["elements_per_block"]
         if not self.splits:

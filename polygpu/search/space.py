@@ -47,6 +47,7 @@ from dataclasses import dataclass, replace
 
 import islpy as isl
 
+from polygpu.memory.residence import packable_at
 from polygpu.model.dependences import maps_of
 from polygpu.pipeline import Prepared
 from polygpu.schedule.tiling import tile
@@ -629,6 +630,7 @@ def space(prepared: Prepared, params: Mapping[str, int],
     each with its twin whose data is resident in shared memory for the block's life; a
     batch's also with a warp per element (:func:`group_variants`)."""
     result = []
+    packed: dict[int, bool] = {}  # per candidate: whether its elements pack
     for s in shapes(prepared, params, options.candidates):
         found = variants(s, options)
         result += found
@@ -641,18 +643,27 @@ def space(prepared: Prepared, params: Mapping[str, int],
             # a batch runs on the device only (pipeline.batch_on_device): every shape
             # there, one element per block, kernels unstaged like every device-steps plan
             result = result[:len(result) - len(found)]
+            # resident ones also with triangular elements packed (memory/residence.py)
+            if s.candidate not in packed:
+                packed[s.candidate] = options.specialize and packable_at(
+                    prepared.candidates[s.candidate], params)
+
+            def layouts(device: Variant, pack: bool = packed[s.candidate]) -> list[Variant]:
+                return [device, replace(device, packed=True)] \
+                    if device.resident and pack else [device]
             for v in found:
                 for resident in twins:
-                    device = replace(v, device_steps=True, shared=False, prefetch=False,
-                                     resident=resident)
+                    for device in layouts(replace(v, device_steps=True, shared=False,
+                                                  prefetch=False, resident=resident)):
+                        if device not in result:
+                            result.append(device)
+            dims = [k.n_space for k in prepared.candidates[s.candidate].kernels]
+            for group in group_variants(s.candidate, s.extents, s.n_mapped,
+                                        options.specialize, dims,
+                                        narrow=host.kind == "fused batch"):
+                for device in layouts(group):
                     if device not in result:
                         result.append(device)
-            dims = [k.n_space for k in prepared.candidates[s.candidate].kernels]
-            for device in group_variants(s.candidate, s.extents, s.n_mapped,
-                                         options.specialize, dims,
-                                         narrow=host.kind == "fused batch"):
-                if device not in result:
-                    result.append(device)
         elif host is not None:
             seen = set()
             for v in found:
