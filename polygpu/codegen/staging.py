@@ -211,11 +211,6 @@ def dynamic_bytes(buffers: list[Buffer]) -> int:
     return sum(b.aligned_bytes for b in buffers if b.space == "shared")
 
 
-def _inside(footprint: isl.Set, buffer: Buffer) -> isl.Set:
-    """The box coordinates of ``buffer``'s elements in ``footprint``."""
-    return box_coordinates(footprint, buffer.box)
-
-
 def copied_extents(footprint: isl.Set, buffer: Buffer, known: isl.Set | None
                    ) -> tuple[int, ...]:
     """The extents of the part of ``buffer``'s box that ``footprint`` can reach within
@@ -232,7 +227,7 @@ def copied_extents(footprint: isl.Set, buffer: Buffer, known: isl.Set | None
         return box.extents
     try:  # an optional refinement: the box itself where isl takes too long
         with isl_operation_budget(footprint.get_ctx()):
-            inside = _inside(footprint, buffer)
+            inside = box_coordinates(footprint, buffer.box)
             if known is not None:
                 inside = inside.intersect_params(known.align_params(inside.get_space()))
             if inside.is_empty():
@@ -253,7 +248,7 @@ def _guard(footprint: isl.Set, buffer: Buffer, names: list[str], known: isl.Set 
     the parameter set ``known`` the copy runs in (None: nothing known)."""
     extents = extents or buffer.box.extents
     d = len(extents)
-    inside = _inside(footprint, buffer)
+    inside = box_coordinates(footprint, buffer.box)
     n = inside.dim(isl.dim_type.param)
     inside = inside.move_dims(isl.dim_type.param, n, isl.dim_type.set, 0, d)
     for k, name in enumerate(names):
@@ -639,7 +634,7 @@ def _block_range(buffer: Buffer, printer: Printer, scop: Scop | None, known: isl
             or buffer.row_extents != extents or buffer.stages != 1 or buffer.packed \
             or buffer.storage_order != tuple(range(d)) or size * elements % width:
         return None
-    inside = _inside(buffer.writes if direction == "out" else buffer.reads, buffer)
+    inside = box_coordinates(buffer.writes if direction == "out" else buffer.reads, buffer.box)
     whole = isl.Set.universe(inside.get_space())
     for k, e in enumerate(extents):
         whole = whole.lower_bound_val(isl.dim_type.set, k, isl.Val(0)) \

@@ -135,8 +135,7 @@ def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
         if array.name in staged:
             left.append((array.name, "staged in a kernel's own shared buffer"))
             continue
-        both = reads if writes is None else writes if reads is None else reads.union(writes)
-        box = bounding_box(both.coalesce(), context.align_params(both.get_space()).params())
+        both, box = _block_box(reads, writes, context)
         if box is None or box.chunk or any(s != 1 for s in box.stride):
             left.append((array.name, "no constant box around the block's footprint "
                          "(specialize the sizes)"))
@@ -175,18 +174,24 @@ def _block_context(scop: Scop, grid_dims: int) -> isl.Set:
     return context
 
 
+def _block_box(reads: isl.Set | None, writes: isl.Set | None, context: isl.Set
+               ) -> tuple[isl.Set, Box | None]:
+    """An array's block footprint (its reads and writes, not both None) and its box."""
+    both = reads if writes is None else writes if reads is None else reads.union(writes)
+    return both, bounding_box(both.coalesce(), context.align_params(both.get_space()).params())
+
+
 def packable(scop: Scop, grid_dims: int) -> bool:
     """Whether a resident plan of ``scop`` (a step region at fixed sizes) could store
     some array packed: its footprint over all statements a lower triangle of its box
     (what a search asks before it adds :attr:`Variant.packed` twins)."""
     context = _block_context(scop, grid_dims)
     for array in scop.program_arrays:
-        parts = [f for kind in ("read", "write")
-                 if (f := lifetime_footprint(scop, array.name, kind, grid_dims)) is not None]
-        if not parts:
+        reads = lifetime_footprint(scop, array.name, "read", grid_dims)
+        writes = lifetime_footprint(scop, array.name, "write", grid_dims)
+        if reads is None and writes is None:
             continue
-        both = parts[0].union(parts[1]).coalesce() if len(parts) == 2 else parts[0]
-        box = bounding_box(both, context.align_params(both.get_space()).params())
+        both, box = _block_box(reads, writes, context)
         if box is not None and triangle_fold(both, box):
             return True
     return False
