@@ -16,6 +16,9 @@ for case in "$@"; do
            grep -h "^| cholesky" $OUT/$case/batched.md; tail -2 $OUT/log_$case.txt | cut -c1-300 ;;
   # resident triangles packed (Variant.packed, memory/residence.py) beside the defaults
   packed) run packed 420 --op cholesky --n 32 64 --dtype float32 --dtype float64 --megabytes 1536 --also tuning/probes/batched_cholesky_packed_2026-12-05.json --check-full --repeats 10 ;;
+  # the thirty-second session's probe: the update loops unrolled (Variant.unroll 4), packed
+  # triangles with them, at n = 64 beside the defaults
+  unrollpacked) run unrollpacked 500 --op cholesky --n 64 --dtype float32 --dtype float64 --megabytes 1536 --also tuning/probes/batched_cholesky_unroll_packed_2026-12-05.json --check-full --repeats 10 ;;
   chol3264) run chol3264 250 --op cholesky --n 32 64 --dtype float32 --dtype float64 --megabytes 1536 --check-full --repeats 10 ;;
   # where the double default's time goes (the float one's: ncu_batched_cholesky_fp32_n64.txt)
   ncu64) timeout 300 bash tuning/ncu_batched_cholesky.sh $OUT/ncu64 float64 > $OUT/ncu64.txt 2>&1
