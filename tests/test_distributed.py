@@ -84,6 +84,14 @@ def test_gpus_are_parsed_against_the_visible_ones():
         dist.parse_gpus("all", ())
 
 
+def test_emulator_worker_lists_are_checked_like_gpu_lists():
+    # --backend cpu counts the listed workers: a typo is refused, not counted
+    for bad in ("0,x", "1,1", "-1", ""):
+        with pytest.raises(PolygpuError, match="--gpus"):
+            dist.runner_for(gpus=bad, backend="cpu")
+    assert dist.gpu_indices("0, 2,5") == [0, 2, 5]
+
+
 def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
     assert dist.visible_gpus() == ("2", "3")

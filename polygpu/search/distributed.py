@@ -105,6 +105,18 @@ def visible_gpus() -> tuple[str, ...]:
                  if line.startswith("GPU "))
 
 
+def gpu_indices(text: str) -> list[int]:
+    """``--gpus``' list of indices, each once and each a number (the emulator's workers
+    are counted from it: a typo there is refused as it is for GPUs)."""
+    try:
+        picked = [int(p) for p in text.split(",")]
+    except ValueError:
+        raise PolygpuError(f"--gpus {text!r}: 'all' or GPU indices such as 0,1") from None
+    if not picked or len(set(picked)) != len(picked) or min(picked) < 0:
+        raise PolygpuError(f"--gpus {text!r}: each GPU once, indices from 0")
+    return picked
+
+
 def parse_gpus(text: str, visible: Sequence[str] | None = None) -> tuple[str, ...]:
     """``--gpus``: ``all`` or a comma-separated list of indices into the visible GPUs
     (:func:`visible_gpus`); the ``CUDA_VISIBLE_DEVICES`` entry of each.  Bad input is a
@@ -116,12 +128,7 @@ def parse_gpus(text: str, visible: Sequence[str] | None = None) -> tuple[str, ..
             raise PolygpuError("--gpus all: no GPU is visible (nvidia-smi lists none, or "
                                "CUDA_VISIBLE_DEVICES is empty)")
         return visible
-    try:
-        picked = [int(p) for p in text.split(",")]
-    except ValueError:
-        raise PolygpuError(f"--gpus {text!r}: 'all' or GPU indices such as 0,1") from None
-    if not picked or len(set(picked)) != len(picked):
-        raise PolygpuError(f"--gpus {text!r}: each GPU once")
+    picked = gpu_indices(text)
     bad = [k for k in picked if not 0 <= k < len(visible)]
     if bad:
         raise PolygpuError(f"--gpus {text!r}: no GPU {bad[0]} ({len(visible)} visible"
@@ -497,7 +504,7 @@ def runner_for(*, gpus: str | Sequence[str] | None = None, scheduler: str | None
             from polygpu.runtime.compiler import usable_cpus
 
             devices = tuple(str(k) for k in range(
-                usable_cpus() if gpus.strip() == "all" else len(gpus.split(","))))
+                usable_cpus() if gpus.strip() == "all" else len(gpu_indices(gpus))))
         else:
             devices = parse_gpus(gpus)
     else:
