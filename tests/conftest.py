@@ -12,6 +12,8 @@ at once, one per worker, and the short files fill in around them.
 
 from __future__ import annotations
 
+import pytest
+
 # longest first, as measured (.ci/run with --durations, 2 cores, 2026-12-02)
 LONGEST = (
     "tests/test_end_to_end_random.py",
@@ -41,3 +43,24 @@ def pytest_collection_modifyitems(config, items):
 
 def _file(item) -> str:
     return item.nodeid.split("::")[0]
+
+
+@pytest.fixture(scope="module")
+def private_cache(tmp_path_factory):
+    """A private build cache for a test file (``pytestmark =
+    pytest.mark.usefixtures("private_cache")``), inherited by the workers and children it
+    starts: no test depends on an earlier run's libraries."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("POLYGPU_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def isolated(private_cache, tmp_path_factory):
+    """A private build cache and a default tuning database that does not exist: no test
+    depends on the user's own tuning results either."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("POLYGPU_TUNING_DB", str(tmp_path_factory.mktemp("db") / "absent.sqlite"))
+    yield
+    mp.undo()

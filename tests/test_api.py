@@ -32,15 +32,7 @@ N = 37
 SIMPLE = {"tile": [32], "threads": [32], "shared": False, "registers": False}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _isolated(tmp_path_factory):
-    """A private build cache, and a default tuning database that does not exist, so no
-    test depends on an earlier run or on the user's own tuning results."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("POLYGPU_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    mp.setenv("POLYGPU_TUNING_DB", str(tmp_path_factory.mktemp("db") / "absent.sqlite"))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("isolated")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -33,13 +33,7 @@ needs_long_double = pytest.mark.skipif(
     bool(reference.long_double_unavailable()), reason="long double is no wider than double")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _cache(tmp_path_factory):
-    """A private build cache, so tests never depend on an earlier run's libraries."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("POLYGPU_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("private_cache")  # tests/conftest.py
 
 
 LU_SOURCE = r"""

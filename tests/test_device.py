@@ -38,13 +38,7 @@ KERNELS = ROOT / "kernels"
 CATALOG = json.loads((KERNELS / "catalog.json").read_text())
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _isolated(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("POLYGPU_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    mp.setenv("POLYGPU_TUNING_DB", str(tmp_path_factory.mktemp("db") / "absent.sqlite"))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("isolated")  # tests/conftest.py
 
 
 # ---------------------------------------------------------------------------- helpers

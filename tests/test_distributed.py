@@ -36,13 +36,7 @@ VARIANT = Variant(tile=(32,), threads=(32,), shared=False, registers=False)
 TIMEOUT_S = 8.0  # a worker's child: a hanging candidate is killed after this
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _cache(tmp_path_factory):
-    """A private build cache (inherited by the workers and their children)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("POLYGPU_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("private_cache")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +46,7 @@ def job() -> Job:
 
 
 @pytest.fixture(scope="module")
-def cluster(_cache):
+def cluster(private_cache):
     """Two emulator workers, each one measuring slot."""
     with dist.DaskRunner(devices=("0", "1"), backend="cpu", timeout_s=TIMEOUT_S,
                          repeats=2, warmup=0) as runner:

@@ -44,17 +44,11 @@ TINY = SpaceOptions(thread_totals=(128, 64), x_threads=(32, 64), factors=(1, 2),
 ENV = Environment("Fake GPU", "9.0", "13.0", "580", "0.1.0")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _cache(tmp_path_factory):
-    """A private build cache, so the emulator's libraries are built by this code."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("POLYGPU_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("private_cache")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module", autouse=True)
-def compile_once():
+def compile_once(private_cache):
     """Each variant compiled once for the module (the searches differ in what they do
     with the programs, not in the programs)."""
     cached = cached_compile_all()

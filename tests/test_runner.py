@@ -39,14 +39,7 @@ TIMEOUT_S = 8.0
 VARIANT = Variant(tile=(32,), threads=(32,), shared=False, registers=False)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _cache(tmp_path_factory):
-    """A private build cache (inherited by the children), so no test depends on an earlier
-    run's libraries."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("POLYGPU_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("private_cache")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

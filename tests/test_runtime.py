@@ -28,13 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "kernels"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _cache(tmp_path_factory):
-    """A private build cache, so tests never depend on an earlier run's libraries."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("POLYGPU_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
-    yield
-    mp.undo()
+pytestmark = pytest.mark.usefixtures("private_cache")  # tests/conftest.py
 
 
 def scalar(name, dtype="int32"):
