@@ -84,8 +84,13 @@ def _thread_stride(scop: Scop, kernel: TiledKernel, statement: str, acc,
 
 
 def operand_loads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
-                  plan: MemoryPlan | None = None) -> OperandLoads:
-    """Instances and operand load instructions of ``kernel`` (module doc)."""
+                  plan: MemoryPlan | None = None,
+                  resident: frozenset[str] = frozenset()) -> OperandLoads:
+    """Instances and operand load instructions of ``kernel`` (module doc).  Reads of
+    ``resident`` arrays come from a block's shared copy of its element
+    (memory/residence.py), one load each however far apart neighbouring threads'
+    elements lie: priced as scattered global reads, a resident Cholesky element's
+    column reads made its plans look issue-bound at 64x their loads."""
     buffers = plan.of_kernel(kernel.index) if plan is not None else {}
     # points per thread along each mapped dimension, innermost (x) first
     points = [-(-t // n) for t, n in zip(kernel.tile, kernel.threads, strict=True)]
@@ -106,7 +111,7 @@ def operand_loads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
             if buffer is not None and buffer.space == "register":
                 continue
             distinct, vector = 1, 1
-            if buffer is None and kernel.n_mapped:
+            if buffer is None and kernel.n_mapped and acc.array not in resident:
                 stride = _thread_stride(scop, kernel, name, acc, params)
                 if stride > 1:
                     distinct = min(SCATTERED_LOAD, 4 * stride)

@@ -25,7 +25,8 @@ launching host steps and running them on the device:
   iteration costs each of an element's warps a few cycles, working or idle
   (:data:`RESIDENT_WARP_CYCLES`, fitted on the H200), the compulsory traffic (each
   array read and written once: an element's steps reuse it from the caches) and the
-  issue rate of the whole GPU.
+  issue rate of the whole GPU (an element resident in shared memory loads its
+  operands from there, never scattered).
 
 The constants were measured on the H100 (``tuning/results/NVIDIA-H100-80GB-HBM3/
 plans_polybench.md``): 8000 host launches of triangular solve took 72.8 ms (9.1 us per
@@ -44,7 +45,7 @@ from dataclasses import dataclass, replace
 from polygpu.codegen.cuda import group_threads
 from polygpu.errors import PolygpuError
 from polygpu.memory.placement import neighbour_reuse_only
-from polygpu.memory.residence import Residence
+from polygpu.memory.residence import Residence, packable_at
 from polygpu.pipeline import (
     Compiled,
     Prepared,
@@ -261,6 +262,13 @@ def _plans(prepared: Prepared, params: Mapping[str, int]
                 found += group_variants(c, shape.extents, shape.n_mapped, kernel_dims=[
                     k.n_space for k in prepared.candidates[c].kernels],
                     narrow=host.kind == "fused batch")
+                # resident elements that are triangles (a factorization's) also packed,
+                # after the rest: half the shared memory, more blocks resident (H100,
+                # Cholesky at n = 64: fp32 3.68 ms against 4.53, fp64 3.20 against
+                # 3.99; results/NVIDIA-H100-80GB-HBM3/batched.md); ties keep unpacked
+                if packable_at(prepared.candidates[c], params):
+                    found += [replace(v, packed=True) for v in found
+                              if v.candidate == c and v.resident and not v.packed]
     # an interleaved batch: its element plans also on the element-outermost copy, the
     # transposes' cost counted (transform/layout.py; after the plans above: ties keep
     # the layout the caller gave)
@@ -275,8 +283,12 @@ def _plans(prepared: Prepared, params: Mapping[str, int]
 
 def _registers(variant: Variant, double: bool) -> int:
     """A guess of registers per thread without ptxas: a base for indices and addresses,
-    plus one (two in double) per point of the register tile."""
-    points = math.prod(t // n for t, n in zip(variant.tile, variant.threads, strict=True))
+    plus one (two in double) per point of the register tile (``jam``; without it a
+    thread's points are a loop, one at a time: ptxas gives 38-44 registers to a warp
+    per Cholesky element with 128 points a thread, where 160-255 were guessed and the
+    element's shared memory was never seen to limit its blocks)."""
+    points = math.prod(t // n for t, n in zip(variant.tile, variant.threads, strict=True)
+                       ) if variant.jam else 1
     return min(255, 32 + points * (2 if double else 1) * (2 if variant.jam else 1))
 
 
@@ -331,12 +343,15 @@ def sketch(prepared: Prepared, variant: Variant) -> Compiled:
 
 
 def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
-                 guess_concurrency: bool = True) -> tuple[LaunchCost, ...]:
+                 guess_concurrency: bool = True,
+                 resident_arrays: Mapping[int, frozenset[str]] | None = None
+                 ) -> tuple[LaunchCost, ...]:
     """Per launch of a host-launched variant, what the cost model counts: modelled
     traffic, instances and operand loads over all its runs (host loops: counted at a
     middle step, times the steps), its grid, and -- with ``guess_concurrency`` -- the
     concurrency the occupancy calculator gives for guessed registers (the tuner leaves
-    it None and takes it from ptxas later)."""
+    it None and takes it from ptxas later).  ``resident_arrays``: per kernel, the arrays its
+    device-steps twin reads from a resident shared copy (their loads never scatter)."""
     from polygpu.memory.barriers import block_barriers
     from polygpu.memory.operand_loads import operand_loads
     from polygpu.memory.traffic import estimated_traffic
@@ -348,7 +363,8 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
     costs = []
     for k, name, values, times in c.modelled_launches(params):
         launch = c.program.launches[names.index(name)]
-        loads = operand_loads(scop, k, values, c.memory)
+        loads = operand_loads(scop, k, values, c.memory,
+                              (resident_arrays or {}).get(k.index, frozenset()))
         conc = resident = None
         if guess_concurrency:
             shared = c.memory.shared_bytes(k.index) + launch.shared_bytes
@@ -491,11 +507,16 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
         refused = _shared_accumulator(c) or _beyond_memory(c, params, limits)
         if refused:
             return PlanEstimate(variant, math.inf, 0, "", refused)
-        residences = ()
+        residences, resident = (), {}
         if variant.device_steps:  # proven and generated, or refused
             planned = plan_variant(prepared, variant, params)
             residences = launch_residences(planned, variant.cuts, params)
-        costs = launch_costs(c, params, limits)
+            # (no residences where nothing is resident)
+            for ks, residence in zip(variant.launches(len(c.kernels)), residences,
+                                     strict=False):
+                arrays = frozenset(b.array for b in residence.buffers)
+                resident |= {k: arrays for k in ks}
+        costs = launch_costs(c, params, limits, resident_arrays=resident)
     except PolygpuError as e:
         return PlanEstimate(variant, math.inf, 0, "", str(e).splitlines()[0])
     if variant.device_steps:
