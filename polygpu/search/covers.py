@@ -132,14 +132,29 @@ def _cut_covers(prepared: Prepared, variant: Variant, params: Mapping[str, int],
                 ) -> list[PlanEstimate]:
     """The ``top`` best cuts of ``variant``'s kernels into launches, by the dynamic
     program of the module doc; ``whole``: the one-launch plan's estimate, if known."""
-    from polygpu.search.plan_model import device_steps_estimate, launch_costs, sketch
+    from polygpu.search.plan_model import (
+        device_steps_estimate,
+        launch_costs,
+        resident_arrays,
+        sketch,
+    )
 
     # one tiling and placement and one count of its launches for every cut: cuts change
     # only which kernels share a block (proven, and resident, per launch below)
     planned = plan_variant(prepared, variant, params)
     twin = sketch(prepared, variant)
-    costs = launch_costs(twin, params, limits)
     n = len(planned.kernels)
+    # the twin's costs for each set of resident arrays a cut leaves (their reads are
+    # shared loads: plan_model.estimate prices the one-launch plan so)
+    counted: dict[tuple, tuple] = {}
+
+    def costs_of(cut: Variant, residences) -> tuple:
+        resident = resident_arrays(cut, n, residences)
+        key = tuple(sorted((k, tuple(sorted(a))) for k, a in resident.items()))
+        if key not in counted:
+            counted[key] = launch_costs(twin, params, limits, resident_arrays=resident)
+        return counted[key]
+
     priced: dict[tuple[int, ...], PlanEstimate] = {} if whole is None else {(): whole}
 
     def plan(cuts: tuple[int, ...]) -> PlanEstimate:
@@ -150,8 +165,8 @@ def _cut_covers(prepared: Prepared, variant: Variant, params: Mapping[str, int],
             except PolygpuError as e:
                 priced[cuts] = PlanEstimate(cut, math.inf, 0, "", str(e).splitlines()[0])
             else:
-                priced[cuts] = device_steps_estimate(twin, cut, costs, residences, params,
-                                                     limits)
+                priced[cuts] = device_steps_estimate(twin, cut, costs_of(cut, residences),
+                                                     residences, params, limits)
         return priced[cuts]
 
     def launch(a: int, b: int) -> float:

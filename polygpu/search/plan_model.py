@@ -511,11 +511,7 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
         if variant.device_steps:  # proven and generated, or refused
             planned = plan_variant(prepared, variant, params)
             residences = launch_residences(planned, variant.cuts, params)
-            # (no residences where nothing is resident)
-            for ks, residence in zip(variant.launches(len(c.kernels)), residences,
-                                     strict=False):
-                arrays = frozenset(b.array for b in residence.buffers)
-                resident |= {k: arrays for k in ks}
+            resident = resident_arrays(variant, len(c.kernels), residences)
         costs = launch_costs(c, params, limits, resident_arrays=resident)
     except PolygpuError as e:
         return PlanEstimate(variant, math.inf, 0, "", str(e).splitlines()[0])
@@ -526,6 +522,18 @@ def estimate(prepared: Prepared, variant: Variant, params: Mapping[str, int],
     traffic = sum(x.traffic_bytes for x in costs)
     return PlanEstimate(variant, predicted_cost(candidate, limits), launches,
                         f"{launches:,} launches, {traffic / 1e6:,.1f} MB modelled traffic")
+
+
+def resident_arrays(variant: Variant, n_kernels: int, residences: Sequence[Residence]
+                    ) -> dict[int, frozenset[str]]:
+    """Per kernel of a device-steps ``variant`` cut into launches (``Variant.cuts``),
+    the arrays resident in its launch's block (``residences``: one per launch, none
+    where nothing is resident): what :func:`launch_costs` prices as shared loads."""
+    found = {}
+    for ks, residence in zip(variant.launches(n_kernels), residences, strict=False):
+        arrays = frozenset(b.array for b in residence.buffers)
+        found |= {k: arrays for k in ks}
+    return found
 
 
 def device_steps_estimate(c: Compiled, variant: Variant, costs: Sequence[LaunchCost],
