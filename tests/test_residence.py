@@ -375,3 +375,26 @@ def test_a_groups_one_dimensional_step_takes_the_whole_warp_exactly():
         result = check_program(compiled.program, compiled.source_scop, CHOLESKY, params,
                                seed=n)
         assert result.ok, result.message
+
+
+def test_a_resident_elements_reads_are_priced_as_one_shared_load_each():
+    """The model prices a device-steps plan on its host-launched twin, whose reads of
+    the element's column (``a[j][k]`` along the threads' j: 64 words apart at n = 64)
+    scatter over global memory; resident in shared memory they are one load each.  The
+    update kernel's loads per instance: ~130 as scattered reads, at most its three
+    operands resident."""
+    from polygpu.pipeline import batch_on_device
+    from polygpu.search import plan_model
+
+    sizes = {"nb": 4096, "n": 64}
+    prepared = prepare(CHOLESKY, params=sizes)
+    variant = batch_on_device(prepared.candidates[_batch(prepared)],
+                              _resident(prepared, tile=(64, 64), elements_per_block=4))
+    twin = plan_model.sketch(prepared, variant)
+    every = {k.index: frozenset({"a", "b"}) for k in twin.kernels}
+    scattered = plan_model.launch_costs(twin, sizes)
+    resident = plan_model.launch_costs(twin, sizes, resident_arrays=every)
+    update = max(range(len(scattered)), key=lambda k: scattered[k].instances)
+    assert scattered[update].operand_loads > 64 * scattered[update].instances
+    assert resident[update].operand_loads <= 3 * resident[update].instances
+    assert all(r.instances == s.instances for r, s in zip(resident, scattered, strict=True))
