@@ -19,10 +19,11 @@ for case in "$@"; do
   # the thirty-second session's probe: the update loops unrolled (Variant.unroll 4), packed
   # triangles with them, at n = 64 beside the defaults
   unrollpacked) run unrollpacked 500 --op cholesky --n 64 --dtype float32 --dtype float64 --megabytes 1536 --also tuning/probes/batched_cholesky_unroll_packed_2026-12-05.json --check-full --repeats 10 ;;
-  # the thirty-third session: every plan the default ranks (packed twins among them) at
-  # n = 32, 64, the model's pick against the best measured (issue 21)
-  # the new defaults (packed at n = 64) at every n of issue 21's Cholesky mark
+  # the thirty-third session: the new defaults (packed at n = 64) at every n of issue 21's
+  # Cholesky mark
   defaults) run defaults 560 --op cholesky --n 8 16 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 10 ;;
+  # every plan the default ranks (packed twins among them) at n = 32, 64: the model's
+  # pick against the best measured (issue 21)
   mapfp32) run mapfp32 560 --op cholesky --n 32 64 --dtype float32 --megabytes 1536 --mappings --per-candidate 10 --no-square --check-full --repeats 10 ;;
   mapfp64) run mapfp64 560 --op cholesky --n 32 64 --dtype float64 --megabytes 1536 --mappings --per-candidate 10 --no-square --check-full --repeats 10 ;;
   chol3264) run chol3264 250 --op cholesky --n 32 64 --dtype float32 --dtype float64 --megabytes 1536 --check-full --repeats 10 ;;
