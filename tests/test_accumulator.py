@@ -133,8 +133,14 @@ def test_device_steps_split_a_one_thread_steps_sums_over_lanes(n, tile, threads,
     assert steps.count("-= pg_acc;") >= 2 and steps.count("pg_o >>= 1") == \
         steps.count("-= pg_acc;")
     assert "pg_acc += (pg_res_a[0][(c5) - (0)][(c7) - (0)]" not in steps
-    assert re.search(rf"for \(int (\w+) = c5 \+ 1 \+ pg_tid \* \(1\); \1 <= [^;]+; "
-                     rf"\1 \+= {lanes} \* \(1\)\)", steps)
+    # each lane's rows from its first on, with the pivot b[c5] loaded once before
+    # (codegen/invariant_reads.py)
+    first = re.search(r"int (\w+) = c5 \+ 1 \+ pg_tid \* \(1\);\s*if \(\1 <= [^)]+\)\s*"
+                      r"\{\s*const \w+ pg_inv0 = pg_res_b\[0\]\[\(c5\) - \(0\)\];", steps)
+    assert first and re.search(rf"for \(; {first[1]} <= [^;]+; {first[1]} \+= {lanes} "
+                               rf"\* \(1\)\)", steps)
+    assert re.search(r"pg_res_b\[0\]\[\(\w+\) - \(0\)\] -= \(pg_res_a\[[^;]* \* pg_inv0\)",
+                     steps)
     mask = "pg_mask" if per_block > 1 else (
         "0xffffffffu" if lanes == 32 else f"{hex((1 << lanes) - 1)}u")
     assert f"__shfl_xor_sync({mask}, pg_acc, pg_o, {lanes})" in steps

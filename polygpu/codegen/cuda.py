@@ -18,7 +18,7 @@ import cgen
 import islpy as isl
 
 from polygpu import __version__
-from polygpu.codegen import accumulator, full_tiles, mma, staging
+from polygpu.codegen import accumulator, full_tiles, invariant_reads, mma, staging
 from polygpu.codegen.expressions import (
     FAST_MATH_PRELUDE,
     INDEX64,
@@ -118,6 +118,9 @@ class Emitter:
         # statements whose updates go to global memory atomically -> the add function
         self.atomic = atomic or {}
         self.statements = frozenset(s.name for s in scop.statements)
+        # statement -> its reads held in registers across the loop being printed
+        # (codegen/invariant_reads.py)
+        self._hoisted: dict[str, list[tuple[ir.ArrayRef, str]]] = {}
 
     def node(self, n: isl.AstNode) -> list:
         t = n.get_type()
@@ -138,18 +141,19 @@ class Emitter:
             accumulating = self._accumulating(n, it)
             if accumulating is not None:
                 return accumulating
+            hoisted = self._invariants(n, it)
             body = self.node(n.for_get_body())
-            loop = cgen.For(f"{self.itype} {it} = {self._c(n.for_get_init())}",
-                            self._c(n.for_get_cond()),
-                            f"{it} += {self._c(n.for_get_inc())}",
-                            cgen.Block(body))
+            self._hoisted = {}
             if it in self.unrolled:
-                return [cgen.Pragma("unroll"), loop]
-            if self.unroll > 1 and not self._contains_for(n.for_get_body()):
-                return [cgen.Pragma(f"unroll {self.unroll}"), loop]
-            if self._triangle_of_points(n, it):
-                return [cgen.Pragma("unroll 1"), loop]
-            return [loop]
+                pragma = [cgen.Pragma("unroll")]
+            elif self.unroll > 1 and not self._contains_for(n.for_get_body()):
+                pragma = [cgen.Pragma(f"unroll {self.unroll}")]
+            elif self._triangle_of_points(n, it):
+                pragma = [cgen.Pragma("unroll 1")]
+            else:
+                pragma = []
+            return self._loop(it, self._c(n.for_get_init()), self._c(n.for_get_cond()),
+                              f"{it} += {self._c(n.for_get_inc())}", body, pragma, hoisted)
         if t == isl.ast_node_type.if_:
             cond = self._c(n.if_get_cond())
             # (a warp's instructions need every lane: none under a guard on thread ids)
@@ -243,14 +247,48 @@ class Emitter:
         writes, seen) and after (the lanes' writes, seen by whoever reads them next)."""
         inc = self._c(n.for_get_inc())
         self._in_lane_loop += 1
+        hoisted = self._invariants(n, it)
         body = self.node(n.for_get_body())
+        self._hoisted = {}
         self._in_lane_loop -= 1
         sync = cgen.Statement(f"__syncwarp({self.mask})")
         # unrolled, a lane's iterations' loads are in flight at once
-        return [sync, cgen.Pragma(f"unroll {max(self.unroll, accumulator.UNROLL)}"), cgen.For(
-            f"{self.itype} {it} = {self._c(n.for_get_init())} + {self.lane} * ({inc})",
-            self._c(n.for_get_cond()), f"{it} += {self.lanes} * ({inc})",
-            cgen.Block(body)), sync]
+        pragma = [cgen.Pragma(f"unroll {max(self.unroll, accumulator.UNROLL)}")]
+        return [sync, *self._loop(
+            it, f"{self._c(n.for_get_init())} + {self.lane} * ({inc})",
+            self._c(n.for_get_cond()), f"{it} += {self.lanes} * ({inc})", body, pragma,
+            hoisted), sync]
+
+    def _invariants(self, n: isl.AstNode, it: str) -> list[cgen.Statement]:
+        """The declarations of the registers that hold the reads of ``n``'s one
+        statement that do not move with ``it`` (:mod:`polygpu.codegen.invariant_reads`),
+        their references left in :attr:`_hoisted` for the statement's printing."""
+        body = n.for_get_body()
+        if body.get_type() != isl.ast_node_type.user:
+            return []
+        call = body.user_get_expr()
+        name = call.get_op_arg(0).get_id().get_name()
+        if name not in self.statements or name in self.atomic:
+            return []
+        stmt, printer, _ = self._printer(call)
+        refs = invariant_reads.hoistable(stmt, printer, it)
+        names = [(r, f"{invariant_reads.PREFIX}{k}") for k, r in enumerate(refs)]
+        self._hoisted = {name: names}
+        return [cgen.Statement(f"const {_c_type(self.scop.array(r.array).dtype)} {reg} = "
+                               f"{printer.ref(r)}") for r, reg in names]
+
+    def _loop(self, it: str, init: str, cond: str, step: str, body: list,
+              pragma: list, hoisted: list) -> list:
+        """``for (it = init; cond; step) body`` after ``pragma``; with registers
+        ``hoisted`` loaded first, under the loop's own condition (an empty loop loads
+        nothing)."""
+        if not hoisted:
+            return [*pragma, cgen.For(f"{self.itype} {it} = {init}", cond, step,
+                                      cgen.Block(body))]
+        return [cgen.Block([
+            cgen.Statement(f"{self.itype} {it} = {init}"),
+            cgen.If(cond, cgen.Block([*hoisted, *pragma,
+                                      cgen.For("", cond, step, cgen.Block(body))]))])]
 
     def _split(self, n: isl.AstNode, it: str, stmt, printer: Printer, dtype: str,
                target: str) -> list | None:
@@ -321,10 +359,12 @@ class Emitter:
             text = printer.atomic_add(stmt.body, atomic.operand(stmt.body), _c_type(dtype),
                                       self.atomic[name])
             return cgen.Statement(text[:-1])
+        body = stmt.body
+        if name in self._hoisted:
+            body = invariant_reads.with_registers(body, self._hoisted[name])
         if self.lanes and not self._in_lane_loop:
-            return cgen.If(f"{self.lane} == 0",
-                           cgen.Statement(printer.assign(stmt.body)[:-1]))
-        return cgen.Statement(printer.assign(stmt.body)[:-1])
+            return cgen.If(f"{self.lane} == 0", cgen.Statement(printer.assign(body)[:-1]))
+        return cgen.Statement(printer.assign(body)[:-1])
 
 
 def _c_type(dtype: str) -> str:
