@@ -1,0 +1,23 @@
+# GPU calls of 2026-12-06 (thirty-fourth session): shared-memory reads that do not move
+# with a loop loaded once before it (codegen/invariant_reads.py: the trailing update's
+# row factor a[i][k], the substitutions' pivot b[j]), against the tree before it
+# (4ffdcb7, unpacked into the untracked base/ by
+# `git archive 4ffdcb7 polygpu tuning kernels | tar -x -C base`) in the same call.
+# Usage: bash tuning/gpu_session_calls_2026-12-06.sh CASE...
+. tuning/gpu_session_run.sh  # the wheels, run()
+for case in "$@"; do
+  case "$case" in
+  # the defaults at every n of issue 21's Cholesky mark, every plan checked at full size
+  hoist) run hoist 330 --op cholesky --n 8 16 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 10 ;;
+  # the same from the tree before (n = 32, 64)
+  base) mkdir -p $OUT/base
+        (cd base && PYTHONPATH=/tmp/site:$PWD timeout 200 python tuning/batched.py --op cholesky --n 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --repeats 10 --out $OUT/base > $OUT/log_base.txt 2>&1)
+        grep -h "^| cholesky" $OUT/base/batched.md; tail -2 $OUT/log_base.txt | cut -c1-300 ;;
+  # every plan the default ranks (packed twins among them) at n = 32, 64: the model's
+  # pick against the best measured (issue 21)
+  mapfp32) run mapfp32 560 --op cholesky --n 32 64 --dtype float32 --megabytes 1536 --mappings --per-candidate 10 --no-square --check-full --repeats 10 ;;
+  mapfp64) run mapfp64 560 --op cholesky --n 32 64 --dtype float64 --megabytes 1536 --mappings --per-candidate 10 --no-square --check-full --repeats 10 ;;
+  # the same in double at n = 64 alone (what a short call has room for)
+  map64) run map64 380 --op cholesky --n 64 --dtype float64 --megabytes 1536 --mappings --per-candidate 10 --no-square --check-full --repeats 10 ;;
+  esac
+done
