@@ -19,5 +19,9 @@ for case in "$@"; do
   mapfp64) run mapfp64 560 --op cholesky --n 32 64 --dtype float64 --megabytes 1536 --mappings --per-candidate 10 --no-square --check-full --repeats 10 ;;
   # the same in double at n = 64 alone (what a short call has room for)
   map64) run map64 380 --op cholesky --n 64 --dtype float64 --megabytes 1536 --mappings --per-candidate 10 --no-square --check-full --repeats 10 ;;
+  # where the double default's time goes now (packed warp plan, invariant reads):
+  # Nsight Compute's stall samples per SASS instruction, and the SASS itself
+  ncu64) timeout 300 bash tuning/ncu_batched_cholesky.sh $OUT/ncu64 float64 > $OUT/ncu64.txt 2>&1
+         head -80 $OUT/ncu64.txt ;;
   esac
 done
