@@ -399,3 +399,32 @@ def test_a_resident_elements_reads_are_priced_as_one_shared_load_each():
     assert scattered[update].operand_loads > 64 * scattered[update].instances
     assert resident[update].operand_loads <= 3 * resident[update].instances
     assert all(r.instances == s.instances for r, s in zip(resident, scattered, strict=True))
+    # and its stores: the column division's a[i][k] (a thread a row, 64 words apart)
+    # go to the shared copy, one store each, not a scattered store's 128
+    division = next(k for k, x in enumerate(scattered)
+                    if x.instances < scattered[update].instances and
+                    x.operand_loads > 64 * x.instances)
+    assert all(x.operand_loads <= 3 * x.instances for x in resident), resident
+    assert division != update
+
+
+def test_the_tuners_sketch_prices_a_resident_element_as_the_default_does():
+    """The search's model numbers (tuner ``sketch`` mode, before any code) of a resident
+    plan: its reads and stores of the element one shared access each, as
+    ``plan_model.estimate`` prices them -- not its host-launched twin's scattered ones,
+    which had ranked every resident plan behind the unresident ones."""
+    import json
+
+    from polygpu.search.tuner import _compile_one
+
+    params = {"nb": 37, "n": 17}
+    batch = _batch(prepare(CHOLESKY, params=params))
+    numbers = {}
+    for resident in (False, True):
+        variant = {"candidate": batch, "tile": [32, 32], "threads": [4, 8], "shared": False,
+                   "specialize": True, "device_steps": True, "resident": resident}
+        numbers[resident] = _compile_one(CHOLESKY, None, (), (), json.dumps(variant),
+                                         params, params, "sketch")
+    assert numbers[True]["instances"] == numbers[False]["instances"]
+    assert numbers[True]["operand_loads"] <= 3 * numbers[True]["instances"]
+    assert numbers[False]["operand_loads"] > 20 * numbers[True]["operand_loads"]

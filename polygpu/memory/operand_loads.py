@@ -129,11 +129,12 @@ def operand_loads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
                     vector = max(vector, min(kernel.chunk, f, VECTOR_BYTES // size))
             per_tile += distinct / vector
         loads += count * per_tile / tile_points
-    return OperandLoads(instances, loads + _scattered_stores(scop, kernel, params, buffers))
+    return OperandLoads(instances, loads + _scattered_stores(scop, kernel, params, buffers,
+                                                             resident))
 
 
 def _scattered_stores(scop: Scop, kernel: TiledKernel, params: dict[str, int],
-                      buffers: dict) -> float:
+                      buffers: dict, resident: frozenset[str] = frozenset()) -> float:
     """What the stores of arrays written from registers or directly (not through a
     shared copy, whose loops run along the buffer's rows) cost beyond a coalesced
     store, where neighbouring threads' elements are more than a word apart: each element
@@ -141,14 +142,17 @@ def _scattered_stores(scop: Scop, kernel: TiledKernel, params: dict[str, int],
     distance is more than a thread's own points along x (interleaved
     2 x 2 ... 16 x 16 products mapped element-outermost store ``c[i][j][e]`` with x
     along j: 1.1 ms against 0.44 along e, H200; results/NVIDIA-H200/batched.md).  A
-    coalesced store costs nothing here: the model's order of such plans is as before."""
+    coalesced store costs nothing here: the model's order of such plans is as before.
+    Stores to ``resident`` arrays go to the block's shared copy: one store each (a
+    resident Cholesky's column division, a thread a row, had been priced at 68 a store
+    at n = 17)."""
     if not kernel.n_mapped:  # one thread: no neighbour to scatter from
         return 0.0
     extra = 0.0
     for array in sorted({a.array for a in scop.accesses
                          if a.kind == "write" and a.statement in kernel.statements}):
         buffer = buffers.get(array)
-        if buffer is not None and buffer.space == "shared":
+        if buffer is not None and buffer.space == "shared" or array in resident:
             continue
         writes = [a for a in scop.accesses if a.kind == "write" and a.array == array
                   and a.statement in kernel.statements]

@@ -258,7 +258,7 @@ def _sketch_one(prepared, variant: Variant, params: Mapping[str, int]) -> dict:
     per launch its traffic, instances, operand loads, grid and the concurrency of
     guessed registers (ptxas replaces it when the candidate is built)."""
     from polygpu.codegen.cuda import device_steps_possible
-    from polygpu.pipeline import batch_on_device
+    from polygpu.pipeline import batch_on_device, launch_residences, plan_variant
     from polygpu.search import plan_model
 
     target = prepared.of(variant)[0]  # a relayout's: the relaid region
@@ -269,7 +269,15 @@ def _sketch_one(prepared, variant: Variant, params: Mapping[str, int]) -> dict:
     variant = batch_on_device(target.candidates[variant.candidate], variant)
     c = plan_model.sketch(prepared, variant)
     blocks = launch_blocks(c.program, params, c.modelled_steps(params)[0])
-    costs = list(plan_model.launch_costs(c, params))
+    resident = {}
+    if variant.device_steps and variant.resident:
+        # reads of arrays resident in a launch's block priced as shared loads, as the
+        # default prices them (plan_model.estimate): its host-launched twin's scattered
+        # global reads are ~64x too many (the batched Cholesky at n = 64)
+        residences = launch_residences(plan_variant(prepared, variant, params),
+                                       variant.cuts, params)
+        resident = plan_model.resident_arrays(variant, len(c.kernels), residences)
+    costs = list(plan_model.launch_costs(c, params, resident_arrays=resident))
     threads = max(math.prod(la.block) for la in c.program.launches)
     shared = max(la.shared_bytes for la in c.program.launches)
     if variant.device_steps:  # all of it in the one launch, of one block
