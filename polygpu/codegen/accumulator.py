@@ -48,19 +48,5 @@ def accumulated(stmt: Statement, target_text: str, iterator: str) -> bool:
 def with_accumulator(body: ir.Assign) -> ir.Assign:
     """``body`` with its target, and the read of it, replaced by :data:`NAME`."""
     acc = ir.ScalarRef(NAME, body.target.loc)
-    return dataclasses.replace(body, target=acc, value=_swap(body.value, body.target, acc))
-
-
-def _swap(e, target: ir.ArrayRef, acc: ir.ScalarRef):
-    if same_reference(e, target):
-        return acc
-    if not isinstance(e, ir.Expr) or not dataclasses.is_dataclass(e):
-        return e
-    changes = {}
-    for f in dataclasses.fields(e):
-        v = getattr(e, f.name)
-        if isinstance(v, ir.Expr):
-            changes[f.name] = _swap(v, target, acc)
-        elif isinstance(v, tuple) and any(isinstance(x, ir.Expr) for x in v):
-            changes[f.name] = tuple(_swap(x, target, acc) for x in v)
-    return dataclasses.replace(e, **changes) if changes else e
+    return dataclasses.replace(body, target=acc, value=ir.map_refs(
+        body.value, lambda r: acc if same_reference(r, body.target) else r))

@@ -42,19 +42,6 @@ from polygpu.model.scop import Statement
 PREFIX = "pg_inv"
 
 
-def _array_refs(e) -> list[ir.ArrayRef]:
-    if isinstance(e, ir.ArrayRef):
-        return [e]
-    if not isinstance(e, ir.Expr) or not dataclasses.is_dataclass(e):
-        return []
-    out = []
-    for f in dataclasses.fields(e):
-        v = getattr(e, f.name)
-        for x in v if isinstance(v, tuple) else (v,):
-            out += _array_refs(x)
-    return out
-
-
 def hoistable(stmt: Statement, printer, iterator: str) -> list[ir.ArrayRef]:
     """The reads of ``stmt`` (printed by ``printer``: its buffers, its iterators as the
     loop's texts) that a loop over ``iterator`` running only ``stmt`` may load once
@@ -64,7 +51,9 @@ def hoistable(stmt: Statement, printer, iterator: str) -> list[ir.ArrayRef]:
             not _shared(printer, stmt.body.target):
         return []  # (nvcc knows registers and __restrict__ pointers miss shared memory)
     found: list[ir.ArrayRef] = []
-    for ref in _array_refs(stmt.body.value):
+    for ref in ir.reads(stmt.body.value):
+        if not isinstance(ref, ir.ArrayRef):
+            continue
         if any(same_reference(ref, f) for f in found):
             continue
         if not _shared(printer, ref):
@@ -89,20 +78,7 @@ def _shared(printer, ref: ir.ArrayRef) -> bool:
 
 def with_registers(body: ir.Assign, names: list[tuple[ir.ArrayRef, str]]) -> ir.Assign:
     """``body`` with each of ``names``' references read from its register instead."""
-    return dataclasses.replace(body, value=_swap(body.value, names))
-
-
-def _swap(e, names):
-    for ref, name in names:
-        if same_reference(e, ref):
-            return ir.ScalarRef(name, ref.loc)
-    if not isinstance(e, ir.Expr) or not dataclasses.is_dataclass(e):
-        return e
-    changes = {}
-    for f in dataclasses.fields(e):
-        v = getattr(e, f.name)
-        if isinstance(v, ir.Expr):
-            changes[f.name] = _swap(v, names)
-        elif isinstance(v, tuple) and any(isinstance(x, ir.Expr) for x in v):
-            changes[f.name] = tuple(_swap(x, names) for x in v)
-    return dataclasses.replace(e, **changes) if changes else e
+    def register(r):
+        return next((ir.ScalarRef(name, ref.loc) for ref, name in names
+                     if same_reference(r, ref)), r)
+    return dataclasses.replace(body, value=ir.map_refs(body.value, register))

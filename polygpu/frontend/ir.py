@@ -19,7 +19,7 @@ Two expression families:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from polygpu.errors import SourceLoc
 
@@ -99,6 +99,39 @@ class IntSelect(IntExpr):
 
     def __str__(self) -> str:
         return f"({self.cond} ? {self.then} : {self.else_})"
+
+
+def reads(e: Expr):
+    """Array and scalar references read by a value expression, in evaluation order."""
+    if isinstance(e, ArrayRef | ScalarRef):
+        yield e
+    elif isinstance(e, BinOp | ValueCompare):
+        yield from reads(e.lhs)
+        yield from reads(e.rhs)
+    elif isinstance(e, UnaryOp):
+        yield from reads(e.arg)
+    elif isinstance(e, Call | ValueLogical):
+        for a in e.args:
+            yield from reads(a)
+    elif isinstance(e, Select):
+        yield from reads(e.cond)
+        yield from reads(e.then)
+        yield from reads(e.else_)
+
+
+def map_refs(e: Expr, f) -> Expr:
+    """``e`` with every array or scalar reference ``r`` replaced by ``f(r)``."""
+    if isinstance(e, ArrayRef | ScalarRef):
+        return f(e)
+    if isinstance(e, BinOp | ValueCompare):
+        return replace(e, lhs=map_refs(e.lhs, f), rhs=map_refs(e.rhs, f))
+    if isinstance(e, UnaryOp):
+        return replace(e, arg=map_refs(e.arg, f))
+    if isinstance(e, Call | ValueLogical):
+        return replace(e, args=tuple(map_refs(a, f) for a in e.args))
+    if isinstance(e, Select):
+        return Select(map_refs(e.cond, f), map_refs(e.then, f), map_refs(e.else_, f))
+    return e
 
 
 # --------------------------------------------------------------------------

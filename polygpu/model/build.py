@@ -331,7 +331,7 @@ class _ScopBuilder:
     # ---- accesses -------------------------------------------------------
 
     def accesses(self, b: _Builder, stmt: str, node: ir.Assign, domain: isl.Set):
-        refs: list[tuple[str, ir.Expr]] = [("read", r) for r in _reads(node.value)]
+        refs: list[tuple[str, ir.Expr]] = [("read", r) for r in ir.reads(node.value)]
         target = node.target
         if node.op != "=":
             refs.append(("read", target))
@@ -450,24 +450,6 @@ def map_from_pw_affs(affs: list[isl.PwAff], domain: isl.Set, out_name: str | Non
     if out_name is not None:
         m = m.set_tuple_name(isl.dim_type.out, out_name)
     return m.intersect_domain(domain).coalesce()
-
-
-def _reads(e: ir.Expr):
-    """Array and scalar references read by a value expression, in evaluation order."""
-    if isinstance(e, ir.ArrayRef | ir.ScalarRef):
-        yield e
-    elif isinstance(e, ir.BinOp | ir.ValueCompare):
-        yield from _reads(e.lhs)
-        yield from _reads(e.rhs)
-    elif isinstance(e, ir.UnaryOp):
-        yield from _reads(e.arg)
-    elif isinstance(e, ir.Call | ir.ValueLogical):
-        for a in e.args:
-            yield from _reads(a)
-    elif isinstance(e, ir.Select):
-        yield from _reads(e.cond)
-        yield from _reads(e.then)
-        yield from _reads(e.else_)
 
 
 def build_scop(program: ir.Program) -> Scop:

@@ -364,7 +364,7 @@ def _rewrite_statement(scop: Scop, s: Statement, old: str, new: str,
         return r
 
     body = s.body
-    body = ir.Assign(ref(body.target), body.op, _map_refs(body.value, ref), body.loc)
+    body = ir.Assign(ref(body.target), body.op, ir.map_refs(body.value, ref), body.loc)
     b = _Builder(scop.parameters, s.iterators)
     accesses = []
     for a in s.accesses:
@@ -374,21 +374,6 @@ def _rewrite_statement(scop: Scop, s: Statement, old: str, new: str,
             a = replace(a, array=new, relation=relation, subscripts=subs)
         accesses.append(a)
     return replace(s, body=body, accesses=tuple(accesses))
-
-
-def _map_refs(e: ir.Expr, f) -> ir.Expr:
-    """``e`` with every array or scalar reference ``r`` replaced by ``f(r)``."""
-    if isinstance(e, ir.ArrayRef | ir.ScalarRef):
-        return f(e)
-    if isinstance(e, ir.BinOp | ir.ValueCompare):
-        return replace(e, lhs=_map_refs(e.lhs, f), rhs=_map_refs(e.rhs, f))
-    if isinstance(e, ir.UnaryOp):
-        return replace(e, arg=_map_refs(e.arg, f))
-    if isinstance(e, ir.Call | ir.ValueLogical):
-        return replace(e, args=tuple(_map_refs(a, f) for a in e.args))
-    if isinstance(e, ir.Select):
-        return ir.Select(_map_refs(e.cond, f), _map_refs(e.then, f), _map_refs(e.else_, f))
-    return e
 
 
 def _copy_back(scop: Scop, array: Array, new: str, depths: list[int],

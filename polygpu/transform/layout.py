@@ -50,7 +50,6 @@ from polygpu.model.scop import Array, Loop, Scop, Statement
 from polygpu.transform.expand import (
     EXPANSION_OPERATIONS,
     _fresh_statement,
-    _map_refs,
     _padded,
     _without_source,
     copy_statement,
@@ -197,7 +196,7 @@ def _redirected(s: Statement, perms: dict[str, tuple[str, isl.Map]]) -> Statemen
         return r
 
     target = ref(s.body.target)
-    body = ir.Assign(target, s.body.op, _map_refs(s.body.value, ref), s.body.loc)
+    body = ir.Assign(target, s.body.op, ir.map_refs(s.body.value, ref), s.body.loc)
     accesses = tuple(
         replace(a, array=perms[a.array][0], subscripts=moved(a.subscripts),
                 relation=a.relation.apply_range(perms[a.array][1]))

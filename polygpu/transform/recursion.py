@@ -60,7 +60,6 @@ from polygpu.model.scop import Loop, Scop, Statement, fix_parameters
 from polygpu.transform.expand import (
     _flow_into,
     _fresh_statement,
-    _map_refs,
     _padded,
     copy_statement,
     fresh_array_name,
@@ -716,7 +715,7 @@ def _leaf_copy(scop: Scop, leaf: str, array: str, workspace: str, d: int, row: i
             return ir.ArrayRef(workspace, lowered(r.index), r.loc)
         return r
 
-    body = ir.Assign(s.body.target, s.body.op, _map_refs(s.body.value, moved), s.body.loc)
+    body = ir.Assign(s.body.target, s.body.op, ir.map_refs(s.body.value, moved), s.body.loc)
     accesses = tuple(replace(a, array=workspace, relation=a.relation.apply_range(shift),
                              subscripts=lowered(a.subscripts))
                      if a is read else a for a in s.accesses)

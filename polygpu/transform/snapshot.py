@@ -42,7 +42,6 @@ from polygpu.transform.expand import (
     _flow_into,
     _fresh_statement,
     _make_array,
-    _map_refs,
     _padded,
     copy_statement,
     fresh_array_name,
@@ -161,7 +160,7 @@ def _snapshot(scop: Scop, array, reads: list[Access]) -> tuple[Scop, Snapshotted
                     return ir.ArrayRef(name, r.index, r.loc)
                 return r
 
-            body = ir.Assign(s.body.target, s.body.op, _map_refs(s.body.value, ref), s.body.loc)
+            body = ir.Assign(s.body.target, s.body.op, ir.map_refs(s.body.value, ref), s.body.loc)
             accesses = tuple(
                 replace(a, array=name, relation=a.relation.set_tuple_name(
                     isl.dim_type.out, name)) if (a.statement, a.ref) in chosen else a
