@@ -18,14 +18,7 @@ import cgen
 import islpy as isl
 
 from polygpu import __version__
-from polygpu.codegen import (
-    accumulator,
-    full_tiles,
-    invariant_reads,
-    loads_first,
-    mma,
-    staging,
-)
+from polygpu.codegen import accumulator, full_tiles, invariant_reads, mma, staging
 from polygpu.codegen.expressions import (
     FAST_MATH_PRELUDE,
     INDEX64,
@@ -86,8 +79,7 @@ class Emitter:
                  fragments: mma.Fragments | None = None, lane: str = "pg_tid",
                  lane_loops: frozenset[str] = frozenset(),
                  point_loops: frozenset[str] = frozenset(),
-                 thread_ids: frozenset[str] = frozenset(),
-                 free_loops: frozenset[str] = frozenset()):
+                 thread_ids: frozenset[str] = frozenset()):
         self.scop = scop
         # the loops over a thread's own points (TiledKernel.point_dims) and the thread
         # ids' names: an innermost point loop bounded by thread ids and other point
@@ -97,10 +89,6 @@ class Emitter:
         # H200: 4 % / 7 % faster in float / double rolled)
         self.point_loops = point_loops
         self.thread_ids = thread_ids
-        # point loops proven to carry no dependence (TiledKernel.free_point_dims): a
-        # one-statement body storing to shared memory is printed loads-first
-        # (codegen/loads_first.py)
-        self.free_loops = free_loops
         # a whole register tile's time loops as tensor-core steps (codegen/mma.py)
         self.fragments = fragments
         self._thread_guards = 0  # depth of guards on thread ids around the node
@@ -154,10 +142,6 @@ class Emitter:
             if accumulating is not None:
                 return accumulating
             hoisted = self._invariants(n, it)
-            grouped = self._loads_first(n, it, hoisted)
-            if grouped is not None:
-                self._hoisted = {}
-                return grouped
             body = self.node(n.for_get_body())
             self._hoisted = {}
             if it in self.unrolled:
@@ -292,57 +276,6 @@ class Emitter:
         self._hoisted = {name: names}
         return [cgen.Statement(f"const {_c_type(self.scop.array(r.array).dtype)} {reg} = "
                                f"{printer.ref(r)}") for r, reg in names]
-
-    def _loads_first(self, n: isl.AstNode, it: str, hoisted: list) -> list | None:
-        """The loop ``n`` over ``it`` in groups of iterations, each group's new values
-        computed before its stores (:mod:`polygpu.codegen.loads_first`), or None where
-        it is not such a loop."""
-        if it not in self.free_loops or it in self.unrolled or self.lanes or \
-                self.fragments is not None:
-            return None
-        body = n.for_get_body()
-        if body.get_type() != isl.ast_node_type.user:
-            return None
-        call = body.user_get_expr()
-        name = call.get_op_arg(0).get_id().get_name()
-        inc = loads_first.step(n, it)
-        if name not in self.statements or name in self.atomic or inc is None:
-            return None
-        stmt, printer, dtype = self._printer(call)
-        if not loads_first.groupable(stmt, lambda r: invariant_reads.shared(printer, r)):
-            return None
-        assign = stmt.body
-        if name in self._hoisted:
-            assign = invariant_reads.with_registers(assign, self._hoisted[name])
-        group = self.unroll if self.unroll > 1 else loads_first.GROUP
-        args = [self._c(call.get_op_arg(k + 1)) for k in range(len(stmt.iterators))]
-        cond = self._c(n.for_get_cond())
-        ctype = _c_type(dtype)
-        whole, tail, stores, guarded = [], [], [], []
-        for u in range(group):
-            moved = [loads_first.shifted(a, it, u * inc) for a in args]
-            at = self._printer_of(name, dict(zip(stmt.iterators, moved, strict=True)))[0]
-            register = f"{loads_first.PREFIX}{u}"
-            value = loads_first.new_value(assign, at)
-            store = cgen.Statement(f"{at.ref(assign.target)} = {register}")
-            whole.append(cgen.Statement(f"const {ctype} {register} = {value}"))
-            stores.append(store)
-            # the last group, fewer than ``group`` (at most group - 1): each later
-            # iteration under its own condition (the first one's holds), its load and
-            # store predicated
-            runs = loads_first.shifted(cond, it, u * inc)
-            if u < group - 1:
-                tail.append(cgen.Statement(
-                    f"const {ctype} {register} = {value}" if not u else
-                    f"const {ctype} {register} = ({runs}) ? ({value}) : ({ctype})0"))
-                guarded.append(store if not u else cgen.If(runs, store))
-        grouped = cgen.For("", loads_first.shifted(cond, it, (group - 1) * inc),
-                           f"{it} += {group * inc}", cgen.Block(whole + stores))
-        last = cgen.If(cond, cgen.Block(tail + guarded))
-        start = cgen.Statement(f"{self.itype} {it} = {self._c(n.for_get_init())}")
-        if hoisted:  # (loaded where the loop runs at all: invariant_reads)
-            return [cgen.Block([start, cgen.If(cond, cgen.Block([*hoisted, grouped, last]))])]
-        return [cgen.Block([start, grouped, last])]
 
     def _loop(self, it: str, init: str, cond: str, step: str, body: list,
               pragma: list, hoisted: list) -> list:
@@ -834,8 +767,7 @@ def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
                        index64, ref_views, register_loops(kernel), lanes, mask, fragments,
                        lane, frozenset(kernel.local_names[d] for d in kernel.lane_dims),
                        frozenset(kernel.local_names[d] for d in kernel.point_dims),
-                       frozenset(kernel.thread_names),
-                       frozenset(kernel.local_names[d] for d in kernel.free_point_dims))
+                       frozenset(kernel.thread_names))
 
     if any(b.space == "shared" for b in buffers):
         body += staging.staged_body(scop, kernel, buffers, emitter, printer)

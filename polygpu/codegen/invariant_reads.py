@@ -48,7 +48,7 @@ def hoistable(stmt: Statement, printer, iterator: str) -> list[ir.ArrayRef]:
     before it, each distinct element once, in the order they are read."""
     writes = stmt.writes
     if not isinstance(stmt.body.target, ir.ArrayRef) or \
-            not shared(printer, stmt.body.target):
+            not _shared(printer, stmt.body.target):
         return []  # (nvcc knows registers and __restrict__ pointers miss shared memory)
     found: list[ir.ArrayRef] = []
     for ref in ir.reads(stmt.body.value):
@@ -56,7 +56,7 @@ def hoistable(stmt: Statement, printer, iterator: str) -> list[ir.ArrayRef]:
             continue
         if any(same_reference(ref, f) for f in found):
             continue
-        if not shared(printer, ref):
+        if not _shared(printer, ref):
             continue
         if re.search(rf"\b{re.escape(iterator)}\b", printer.ref(ref)):
             continue
@@ -69,7 +69,7 @@ def hoistable(stmt: Statement, printer, iterator: str) -> list[ir.ArrayRef]:
     return found
 
 
-def shared(printer, ref: ir.ArrayRef) -> bool:
+def _shared(printer, ref: ir.ArrayRef) -> bool:
     """Whether ``printer`` prints ``ref`` through a shared (or resident) buffer."""
     view = printer.ref_buffers.get((ref.array, tuple(ref.index))) \
         or printer.buffers.get(ref.array)

@@ -100,10 +100,6 @@ class TiledKernel:
     lane_dims: tuple[int, ...] = ()
     # local dims of a thread's own points (one per mapped dim, outer axis first)
     point_dims: tuple[int, ...] = ()
-    # those proven to carry no dependence among the kernel's statements
-    # (schedule/lane_loops.lane_parallel): codegen/loads_first.py may load several of
-    # their iterations' operands before storing any
-    free_point_dims: tuple[int, ...] = ()
     atomic: tuple[str, ...] = ()  # statements combining their updates atomically
     warp_uniform: tuple[str, ...] = ()  # ... whose target does not move along x
     # the block ids this kernel's code is generated for (a parameter set over the
@@ -408,18 +404,7 @@ def _tiled(scop: Scop, deps: Dependences, tr: Transformation,
                     else _tile_kernel(scop, k, i, per_kernel[i])
                     for i, k in enumerate(tr.kernels))
     prove_legal(deps, execution_schedule(kernels))
-    return tuple(_free_points(k, deps) for k in kernels)
-
-
-def _free_points(kernel: TiledKernel, deps: Dependences) -> TiledKernel:
-    """``kernel`` with the point dimensions that carry no dependence recorded
-    (``TiledKernel.free_point_dims``); a register tile's, unrolled completely, and a
-    lane loop's are left out (printed their own ways)."""
-    free = tuple(d for d in kernel.point_dims
-                 if d not in kernel.unroll_dims and d not in kernel.lane_dims and
-                 lane_parallel(kernel.schedule, kernel.statements, deps,
-                               2 * kernel.n_mapped + d))
-    return replace(kernel, free_point_dims=free)
+    return kernels
 
 
 def _on_lanes(scop: Scop, deps: Dependences, kernel: KernelSchedule, index: int,
