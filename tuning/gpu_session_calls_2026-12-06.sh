@@ -23,13 +23,23 @@ for case in "$@"; do
   # Nsight Compute's stall samples per SASS instruction, and the SASS itself
   ncu64) timeout 300 bash tuning/ncu_batched_cholesky.sh $OUT/ncu64 float64 > $OUT/ncu64.txt 2>&1
          head -80 $OUT/ncu64.txt ;;
-  # (thirty-fifth session) point loops printed loads-first (codegen/loads_first.py):
-  # the tree before (032ed92, unpacked into base/ as above) and this tree's defaults at
-  # n = 32, 64 with the probe's group sizes and thread shapes, in one call
+  # (thirty-fifth session) point loops printed loads-first (codegen/loads_first.py of
+  # dd058d8, reverted by the next commit: slower; see batched.md): run from a checkout of
+  # dd058d8, with the tree before (032ed92) unpacked into base/ as above; the defaults at
+  # n = 64 with the probe's group sizes and thread shapes, in one call
   base35) mkdir -p $OUT/base35
-          (cd base && PYTHONPATH=/tmp/site:$PWD timeout 150 python tuning/batched.py --op cholesky --n 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --repeats 10 --out $OUT/base35 > $OUT/log_base35.txt 2>&1)
+          (cd base && PYTHONPATH=/tmp/site:$PWD timeout 150 python tuning/batched.py --op cholesky --n 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --repeats 10 --out $OUT/base35 > $OUT/log_base35.txt 2>&1)
           grep -h "^| cholesky" $OUT/base35/batched.md; tail -2 $OUT/log_base35.txt | cut -c1-300 ;;
-  first) run first 400 --op cholesky --n 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --also tuning/probes/batched_cholesky_loads_first_2026-12-06.json --check-full --repeats 10 ;;
+  first) run first 380 --op cholesky --n 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --also tuning/probes/batched_cholesky_loads_first_2026-12-06.json --check-full --repeats 10 ;;
+  # PolyBench's symm, the one other catalog kernel whose default had such loops (its
+  # C_sh updates), before (base/) and after (dd058d8), one call
+  symm) mkdir -p $OUT/symm_base $OUT/symm_new
+        (cd base && PYTHONPATH=/tmp/site:$PWD timeout 100 python tuning/polybench.py --kernel symm --repeats 5 --out $OUT/symm_base > $OUT/log_symm_base.txt 2>&1)
+        timeout 100 python tuning/polybench.py --kernel symm --repeats 5 --out $OUT/symm_new > $OUT/log_symm_new.txt 2>&1
+        grep -h "^| symm" $OUT/symm_base/polybench.md $OUT/symm_new/polybench.md; tail -n 2 $OUT/log_symm_new.txt | cut -c1-300 ;;
+  # (thirty-fifth session, after the revert) every ranked plan in double at n = 32:
+  # with map64 and mapfp32 (run with a 200 s limit), the model's pick at 32 and 64
+  mapfp64b) run mapfp64b 150 --op cholesky --n 32 --dtype float64 --megabytes 1536 --mappings --per-candidate 10 --no-square --check-full --repeats 10 ;;
   # the defaults at every n of the mark (8 .. 64), every one checked at full size
   firstall) run firstall 400 --op cholesky --n 8 16 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 10 ;;
   esac
