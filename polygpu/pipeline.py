@@ -645,8 +645,8 @@ def resident_plan(scop: Scop, kernels: tuple[TiledKernel, ...], memory: MemoryPl
         found.append(residence)
     if variant.packed and not any(b.packed for r in found for b in r.buffers):
         raise PolygpuError("variant: packed, but no resident array's footprint is a lower "
-                           "triangle of its box (column at most row, proven with isl)",
-                           scop.loc)
+                           "or upper triangle of its box (column at most or at least row, "
+                           "proven with isl)", scop.loc)
     return tuple(found)
 
 

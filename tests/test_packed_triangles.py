@@ -1,6 +1,7 @@
 """Packed resident triangles (``Variant.packed``, memory/residence.py): a factorization's
 element, a lower triangle, kept in shared memory as LAPACK's rectangular full packed
-format -- half the words of its box, so twice the elements resident an SM."""
+format -- half the words of its box, so twice the elements resident an SM; an upper
+triangle (``U^T U``) packed as its transpose's lower one."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from polygpu.schedule.variant import Variant
 from polygpu.search.space import SpaceOptions, space
 
 CHOLESKY = "kernels/batched_cholesky.c"
+UPPER = "kernels/batched_cholesky_upper.c"  # the same in the upper triangle
 DOUBLE = ("DATA_TYPE=double", "SQRT_FUN=sqrt")
 # a block per element (8 x 32 threads) and a warp per element, four a block
 BLOCK = dict(tile=(32, 32), threads=(8, 32), time_tile=32, specialize=True,
@@ -30,8 +32,8 @@ def _batch(prepared) -> int:
                 if tr.host is not None and tr.host.kind == "batch")
 
 
-def _compiled(params, fields, defines=()):
-    prepared = prepare(CHOLESKY, defines=defines, params=params)
+def _compiled(params, fields, defines=(), spec=CHOLESKY):
+    prepared = prepare(spec, defines=defines, params=params)
     return compile_variant(prepared, Variant(candidate=_batch(prepared), **fields), params)
 
 
@@ -65,7 +67,8 @@ def test_the_cholesky_element_is_packed_and_its_vector_is_not():
     assert buffers["a"].packed == 32 and buffers["a"].row_extents == (1, 32, 65)
     assert buffers["a"].bytes == 4 * 32 * 65 and buffers["a"].padding == 0
     assert buffers["b"].packed == 0
-    assert buffers["a"].to_json()["packed_triangle"] == {"fold": 32, "rows": [1, 32, 65]}
+    assert buffers["a"].to_json()["packed_triangle"] == \
+        {"fold": 32, "rows": [1, 32, 65], "upper": False}
     source = compiled.program.source
     assert "__shared__ __align__(16) float pg_res_a[1][32][65];" in source
     assert re.search(r"pg_res_a\[0\]\[\(\(h2 \+ ty \+ 8 \* ry \+ 1\)\) >= 32 \?", source)
@@ -91,6 +94,31 @@ def test_packed_in_double():
     assert result.ok, result.message
 
 
+def test_the_upper_fold_is_the_transposes():
+    assert packed_subscript("r", "c", 32, upper=True) == packed_subscript("c", "r", 32)
+
+
+@pytest.mark.parametrize("n, defines", [(64, ()), (5, ()), (17, DOUBLE)])
+def test_an_upper_factorization_is_packed_and_exact(n, defines):
+    """``U^T U`` (kernels/batched_cholesky_upper.c): isl proves a's footprint an upper
+    triangle (column at least row), so it is packed as its transpose's lower triangle --
+    as many words as the lower form's (n = 64: 32 rows of 65); checked against the loop
+    nest."""
+    params = {"nb": 37, "n": n}
+    compiled = _compiled(params, GROUPS, defines, UPPER)
+    (residence,) = compiled.residences
+    buffers = {b.array: b for b in residence.buffers}
+    fold = n // 2
+    assert buffers["a"].packed == fold and buffers["a"].packed_upper
+    assert buffers["a"].row_extents == (1, n - fold, 2 * fold + 1)
+    assert buffers["a"].to_json()["packed_triangle"]["upper"] is True
+    # the column is the fold's row: a[i][j] at [j >= h ? j - h : h - 1 - j][...]
+    assert re.search(rf"pg_res_a\[0\]\[\(\([^?]*\)\) >= {fold} \?", compiled.program.source)
+    result = check_program(compiled.program, compiled.source_scop, UPPER, params,
+                           seed=7, defines=defines)
+    assert result.ok, result.message
+
+
 # a batched LU without pivoting: its elements are whole squares
 LU = """void batched_lu(int nb, int n, float a[nb][n][n])
 {
@@ -111,7 +139,8 @@ LU = """void batched_lu(int nb, int n, float a[nb][n][n])
 def test_packed_is_refused_where_nothing_is_a_triangle(tmp_path):
     """A 1 x 1 element (nothing to fold), an LU's square elements, and packed without
     resident: clear errors."""
-    with pytest.raises(PolygpuError, match="no resident array's footprint is a lower"):
+    with pytest.raises(PolygpuError, match="no resident array's footprint is a lower "
+                       "or upper triangle"):
         _compiled({"nb": 37, "n": 1}, BLOCK)
     path = tmp_path / "batched_lu.c"
     path.write_text(LU)
@@ -133,6 +162,8 @@ def test_the_search_twins_resident_triangles_only():
     assert {v for v in found if v.packed} == {Variant(**{
         **{f: getattr(v, f) for f in v.__dataclass_fields__}, "packed": True})
         for v in resident}
+    upper = prepare(UPPER, params=params)  # an upper triangle is twinned as well
+    assert packable_at(upper.candidates[_batch(upper)], params)
     assert packable_at(cholesky.candidates[_batch(cholesky)], params)
     assert Variant.from_json(Variant(**{**BLOCK}).to_json()).packed
     assert "packed" not in Variant().to_json()

@@ -18,7 +18,9 @@ rate measured in the same run (3000 GB/s without torch).
 ``cholesky`` (``kernels/batched_cholesky.c``: in-place factor and solve of S + 2n I)
 against ``torch.linalg.cholesky`` + ``torch.cholesky_solve``; ``cholesky_soa`` the same
 with the elements interleaved (``kernels/batched_cholesky_soa.c``, structure of arrays:
-torch timed on its own AoS layout, no transposition counted).  ``--mappings`` also
+torch timed on its own AoS layout, no transposition counted); ``cholesky_upper`` in the
+upper triangle (``kernels/batched_cholesky_upper.c``, torch with ``upper=True``).
+``--mappings`` also
 checks and times every plan the default ranked (thread per element, one block per
 element with the element's steps inside, its element resident in shared memory or not,
 ...): the model's pick against the best.
@@ -80,6 +82,7 @@ KERNELS = {"gemm": ("batched_mm.c", "batched_mm"), "gemv": ("batched_gemv.c", "b
            "dot": ("batched_dot.c", "batched_dot"),
            "cholesky": ("batched_cholesky.c", "batched_cholesky"),
            "cholesky_soa": ("batched_cholesky_soa.c", "batched_cholesky_soa"),
+           "cholesky_upper": ("batched_cholesky_upper.c", "batched_cholesky_upper"),
            "gemm_soa": ("batched_mm_soa.c", "batched_mm_soa"),
            "gemv_soa": ("batched_gemv_soa.c", "batched_gemv_soa"),
            "dot_soa": ("batched_dot_soa.c", "batched_dot_soa")}
@@ -109,9 +112,10 @@ def words(op: str, n: int, nb: int) -> int:
 
 
 def layout(op: str) -> tuple[str, str]:
-    """(operation, layout) of ``op``: ``gemm_soa`` is gemm on interleaved elements."""
-    base, _, soa = op.partition("_")
-    return base, "SoA" if soa else "AoS"
+    """(operation, layout) of ``op``: ``gemm_soa`` is gemm on interleaved elements
+    (``cholesky_upper``: the upper triangle's factorization, elements as given)."""
+    base, _, rest = op.partition("_")
+    return base, "SoA" if rest == "soa" else "AoS"
 
 
 def _torch_calls(torch, op: str, n: int, count: int, dtype: str):
@@ -126,8 +130,10 @@ def _torch_calls(torch, op: str, n: int, count: int, dtype: str):
         s = torch.tril(s) + torch.tril(s, -1).transpose(1, 2) \
             + 2 * n * torch.eye(n, dtype=t, device="cuda")
         b = torch.rand(count, n, 1, dtype=t, device="cuda")
-        return (lambda: torch.cholesky_solve(b, torch.linalg.cholesky(s)),
-                lambda e: torch.cholesky_solve(b[e], torch.linalg.cholesky(s[e])))
+        up = op.endswith("_upper")  # U^T U: torch's upper=True, like for like
+        return (lambda: torch.cholesky_solve(b, torch.linalg.cholesky(s, upper=up), upper=up),
+                lambda e: torch.cholesky_solve(b[e], torch.linalg.cholesky(s[e], upper=up),
+                                               upper=up))
     if base == "dot":
         x = torch.rand(count, n, dtype=t, device="cuda")
         y = torch.rand(count, n, dtype=t, device="cuda")

@@ -40,6 +40,9 @@ for case in "$@"; do
   # (thirty-fifth session, after the revert) every ranked plan in double at n = 32:
   # with map64 and mapfp32 (run with a 200 s limit), the model's pick at 32 and 64
   mapfp64b) run mapfp64b 150 --op cholesky --n 32 --dtype float64 --megabytes 1536 --mappings --per-candidate 10 --no-square --check-full --repeats 10 ;;
+  # (thirty-fifth session) the upper triangle's Cholesky (U^T U, packed as its
+  # transpose's lower triangle) beside the lower one, torch upper=True in the same run
+  upper) run upper 250 --op cholesky --op cholesky_upper --n 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 10 ;;
   # the defaults at every n of the mark (8 .. 64), every one checked at full size
   firstall) run firstall 400 --op cholesky --n 8 16 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 10 ;;
   esac

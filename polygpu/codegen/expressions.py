@@ -124,9 +124,12 @@ def constant_name(name: str) -> str:
     return f"{name}_const"
 
 
-def packed_subscript(r: str, c: str, fold: int) -> str:
-    """``[row][column]`` of box element ``(r, c)`` (C expressions, ``c <= r``) in a
-    packed triangle folded at row ``fold`` (:attr:`Buffer.packed`)."""
+def packed_subscript(r: str, c: str, fold: int, upper: bool = False) -> str:
+    """``[row][column]`` of box element ``(r, c)`` (C expressions, ``c <= r``; ``c >=
+    r`` for an ``upper`` triangle, stored as its transpose's lower one) in a packed
+    triangle folded at row ``fold`` (:attr:`Buffer.packed`)."""
+    if upper:
+        r, c = c, r
     upper = f"({r}) >= {fold}"
     return (f"[{upper} ? ({r}) - {fold} : {fold - 1} - ({r})]"
             f"[{upper} ? ({c}) : {2 * fold} - ({c})]")
@@ -146,6 +149,7 @@ class BufferView:
     chunk: tuple[int, ...] = ()
     order: tuple[int, ...] = ()  # storage order of the dimensions (empty: as written)
     packed: int = 0  # the last two dimensions a packed lower triangle (Buffer.packed)
+    packed_upper: bool = False  # ... an upper one (Buffer.packed_upper)
 
     def subscript(self, subs: list[str]) -> str:
         if self.packed:  # (stride 1, no chunks, storage as written: residence.py)
@@ -154,7 +158,7 @@ class BufferView:
                 else self.name
             r, c = (sub if base == "0" else f"({sub}) - ({base})"
                     for sub, base in zip(subs[-2:], self.base[-2:], strict=True))
-            return head + packed_subscript(r, c, self.packed)
+            return head + packed_subscript(r, c, self.packed, self.packed_upper)
         parts = []
         chunks = self.chunk or (1,) * len(self.extents)
         for sub, base, stride, extent, w in zip(subs, self.base, self.stride, self.extents,

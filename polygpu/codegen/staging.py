@@ -99,7 +99,7 @@ def view(buffer: Buffer, index64: bool = False, known: isl.Set | None = None
         bases = tuple(_gist(b, context) for b in bases)
     return BufferView(buffer_ref(buffer), tuple(c_expr(b, index64) for b in bases),
                       buffer.box.stride, buffer.box.extents, buffer.box.chunk, buffer.order,
-                      buffer.packed)
+                      buffer.packed, buffer.packed_upper)
 
 
 def stored(buffer: Buffer, u: Sequence[str], name: str | None = None) -> str:
@@ -108,7 +108,7 @@ def stored(buffer: Buffer, u: Sequence[str], name: str | None = None) -> str:
     name = buffer_ref(buffer) if name is None else name
     if buffer.packed:
         return name + "".join(f"[{x}]" for x in u[:-2]) + \
-            packed_subscript(u[-2], u[-1], buffer.packed)
+            packed_subscript(u[-2], u[-1], buffer.packed, buffer.packed_upper)
     return f"{name}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
 
 

@@ -127,6 +127,9 @@ class Buffer:
     # [r - h][c], row r < h at [h - 1 - r][2 h - c] -- R - h rows of 2 h + 1 words for
     # R x C (h = R / 2: half the words).  Only resident buffers (memory/residence.py)
     packed: int = 0
+    # the triangle is an upper one (c >= r), packed as the lower triangle of the box
+    # transposed: element (r, c) where that one's (c, r) is (h = C / 2)
+    packed_upper: bool = False
 
     @property
     def storage_order(self) -> tuple[int, ...]:
@@ -141,7 +144,8 @@ class Buffer:
         """Declared extents: the box in storage order, innermost padded."""
         extents = tuple(self.box.extents[d] for d in self.storage_order)
         if self.packed:
-            extents = extents[:-2] + (extents[-2] - self.packed, 2 * self.packed + 1)
+            rows = extents[-1] if self.packed_upper else extents[-2]
+            extents = extents[:-2] + (rows - self.packed, 2 * self.packed + 1)
         return extents[:-1] + (extents[-1] + self.padding,)
 
     @property
@@ -162,7 +166,8 @@ class Buffer:
             **({"chunk": list(self.box.chunk)} if self.box.chunk else {}),
             **({"storage_order": list(self.order)} if self.order else {}),
             **({"stages": self.stages} if self.stages > 1 else {}),
-            **({"packed_triangle": {"fold": self.packed, "rows": list(self.row_extents)}}
+            **({"packed_triangle": {"fold": self.packed, "rows": list(self.row_extents),
+                                    "upper": self.packed_upper}}
                if self.packed else {}),
             **({"references": sorted(f"{st}#{r}" for st, r in self.refs)}
                if self.refs else {}),

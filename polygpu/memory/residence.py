@@ -36,7 +36,8 @@ array -- it crosses the cut in global memory.  An argument marked as not live-ou
 
 With ``Variant.packed`` an array whose footprint is a lower triangle of its box (a
 factorization's element) is stored packed (:func:`triangle_fold`): half the shared
-memory, so twice the elements resident an SM.
+memory, so twice the elements resident an SM.  An upper triangle (``U^T U``, LAPACK's
+``uplo = 'U'``) is packed as the lower triangle of the transposed box.
 
 Arrays left in global memory, with the reason: targets of atomic updates (shared
 updates would race without atomics), arrays a kernel stages in a shared buffer of its
@@ -118,8 +119,8 @@ def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
     ``staged`` have shared buffers of some kernel's own and stay out.  Temporaries are
     contracted unless in ``shared_with``: the arrays other launches of the program
     (``Variant.cuts``) touch, which pass through global memory.  With ``packed``, an
-    array whose footprint is a lower triangle of its box's last two dimensions is
-    stored packed (:func:`triangle_fold`)."""
+    array whose footprint is a lower (or upper) triangle of its box's last two
+    dimensions is stored packed (:func:`packing`)."""
     statements = frozenset(s for k in kernels for s in k.statements)
     atomic = {scop.statement(s).writes[0].array for k in kernels for s in k.atomic}
     context = _block_context(scop, grid_dims)
@@ -140,7 +141,7 @@ def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
             left.append((array.name, "no constant box around the block's footprint "
                          "(specialize the sizes)"))
             continue
-        fold = triangle_fold(both, box) if packed else 0
+        fold, upper = packing(both, box) if packed else (0, False)
         # (a packed triangle's rows are 2 h + 1 words: odd, its columns' banks apart)
         padding, decision = (0, None) if fold else _padding(scop, kernels, array, box)
         if array.kind in TEMPORARY and array.name not in shared_with:
@@ -149,7 +150,7 @@ def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
             writes = None  # nobody reads it after the launch: never stored
         found.append(Buffer(-1, array.name, "shared", PREFIX + array.name, array.dtype, 0,
                             box, padding, reads, writes, decision, statements=statements,
-                            packed=fold))
+                            packed=fold, packed_upper=upper))
     buffers = []
     room = budget
     for b in sorted(found, key=lambda b: (b.bytes, b.array)):
@@ -183,7 +184,8 @@ def _block_box(reads: isl.Set | None, writes: isl.Set | None, context: isl.Set
 
 def packable(scop: Scop, grid_dims: int) -> bool:
     """Whether a resident plan of ``scop`` (a step region at fixed sizes) could store
-    some array packed: its footprint over all statements a lower triangle of its box
+    some array packed: its footprint over all statements a lower or upper triangle of
+    its box
     (what a search asks before it adds :attr:`Variant.packed` twins)."""
     context = _block_context(scop, grid_dims)
     for array in scop.program_arrays:
@@ -192,7 +194,7 @@ def packable(scop: Scop, grid_dims: int) -> bool:
         if reads is None and writes is None:
             continue
         both, box = _block_box(reads, writes, context)
-        if box is not None and triangle_fold(both, box):
+        if box is not None and packing(both, box)[0]:
             return True
     return False
 
@@ -209,24 +211,37 @@ def packable_at(tr: Transformation, params: Mapping[str, int]) -> bool:
         return False
 
 
-def triangle_fold(footprint: isl.Set, box: Box) -> int:
+def packing(footprint: isl.Set, box: Box) -> tuple[int, bool]:
+    """How ``footprint`` packs in ``box``: the fold of its lower triangle, else of its
+    upper one (:func:`triangle_fold`), and whether it is the upper; ``(0, False)`` where
+    neither packs."""
+    for upper in (False, True):
+        fold = triangle_fold(footprint, box, upper)
+        if fold:
+            return fold, upper
+    return 0, False
+
+
+def triangle_fold(footprint: isl.Set, box: Box, upper: bool = False) -> int:
     """The fold row ``h`` of :attr:`Buffer.packed` for ``footprint`` in ``box``, or 0
     where it cannot be packed: proven with isl, every element has its column at most
-    its row (box coordinates of the last two dimensions, both of stride 1), and the
-    packed rows take fewer words than the box's."""
+    its row (box coordinates of the last two dimensions, both of stride 1; with
+    ``upper`` at least its row: the transposed box's lower triangle, folded at its
+    rows, the box's columns), and the packed rows take fewer words than the box's."""
     d = len(box.extents)
-    if d < 2 or box.chunk or box.stride[-2:] != (1, 1) or box.extents[-2] < 2:
+    if d < 2 or box.chunk or box.stride[-2:] != (1, 1):
         return 0
-    rows, columns = box.extents[-2:]
+    rows, columns = box.extents[-2:][::-1] if upper else box.extents[-2:]
     fold = rows // 2
-    if (rows - fold) * (2 * fold + 1) >= rows * columns:
+    if rows < 2 or (rows - fold) * (2 * fold + 1) >= rows * columns:
         return 0
     inside = box_coordinates(footprint, box)
-    lower = isl.Set.universe(inside.get_space())  # r - c >= 0
-    lower = lower.add_constraint(isl.Constraint.inequality_alloc(lower.get_space())
-                                 .set_coefficient_val(isl.dim_type.set, d - 2, 1)
-                                 .set_coefficient_val(isl.dim_type.set, d - 1, -1))
-    return fold if inside.is_subset(lower) else 0
+    sign = -1 if upper else 1
+    below = isl.Set.universe(inside.get_space())  # r - c >= 0 (c - r >= 0: upper)
+    below = below.add_constraint(isl.Constraint.inequality_alloc(below.get_space())
+                                 .set_coefficient_val(isl.dim_type.set, d - 2, sign)
+                                 .set_coefficient_val(isl.dim_type.set, d - 1, -sign))
+    return fold if inside.is_subset(below) else 0
 
 
 def _padding(scop: Scop, kernels: tuple[TiledKernel, ...], array, box):
