@@ -7,7 +7,14 @@ Builds go to a temporary name and are renamed into place, so concurrent test pro
 sharing the cache never load a half-written library.
 
 The cache directory is ``$POLYGPU_CACHE_DIR``, else ``$XDG_CACHE_HOME/polygpu``, else
-``~/.cache/polygpu``.
+``~/.cache/polygpu``.  It is kept under ``$POLYGPU_CACHE_MAX_MB`` megabytes (default
+:data:`DEFAULT_MAX_MB`; 0: no limit): a tune builds a library and a cubin per
+candidate, and two test runs leave half a gigabyte.  After a new build (at most every
+:data:`PRUNE_EVERY` seconds a process) the least recently used builds' files go until
+the cache is a fifth below the limit (the emulation header's folder and the tuning
+database beside them count, but stay); a hit marks its file used (its modification
+time), and a file used in the last :data:`KEEP_RECENT` seconds is never removed --
+another process may be about to load it.  A removed entry is simply built again.
 """
 
 from __future__ import annotations
@@ -15,9 +22,11 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -29,6 +38,10 @@ C_LOCALE = {**os.environ, "LC_ALL": "C"}
 
 
 DIAGNOSTIC_LINES = 40  # compiler output shown in an error; the whole of it goes to a log
+DEFAULT_MAX_MB = 2048  # the build cache's size limit unless $POLYGPU_CACHE_MAX_MB says
+PRUNE_EVERY = 300.0  # seconds between a process's looks at the cache's size
+KEEP_RECENT = 3600.0  # files used this recently (seconds) are never pruned
+_last_prune = [float("-inf")]  # when this process last looked (time.monotonic)
 
 
 def usable_cpus() -> int:
@@ -117,6 +130,7 @@ def build_shared_library(
     directory = cache_dir()
     library = directory / f"{stem}-{key}.so"
     if library.exists():
+        mark_used(library)
         return library
     src = directory / f"{stem}-{key}{suffix}"
     try:
@@ -147,7 +161,86 @@ def build_shared_library(
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+    prune_cache()
     return library
+
+
+def mark_used(path: Path) -> None:
+    """Mark a cache entry as used now (the pruning's recency); a file another process
+    removed meanwhile is no error here (its build repeats)."""
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+
+
+def cache_limit() -> int:
+    """The build cache's size limit in bytes ($POLYGPU_CACHE_MAX_MB; 0: none)."""
+    text = os.environ.get("POLYGPU_CACHE_MAX_MB", "")
+    try:
+        megabytes = float(text) if text.strip() else DEFAULT_MAX_MB
+    except ValueError:
+        raise PolygpuError(f"POLYGPU_CACHE_MAX_MB={text!r}: not a number of megabytes") \
+            from None
+    return max(0, int(megabytes * 2**20))
+
+
+def prune_cache(force: bool = False) -> list[Path]:
+    """Remove the least recently used files of the build cache (module doc) until it is
+    a fifth below :func:`cache_limit`, sparing files used in the last
+    :data:`KEEP_RECENT` seconds; at most every :data:`PRUNE_EVERY` seconds a process
+    unless ``force``.  Returns what it removed.  A cache that cannot be read or a file
+    that cannot be removed is skipped (pruning never fails a build)."""
+    limit = cache_limit()
+    now = time.monotonic()
+    if not limit or (not force and now - _last_prune[0] < PRUNE_EVERY):
+        return []
+    _last_prune[0] = now
+    try:
+        files = list(_cache_files(cache_dir()))
+    except (OSError, PolygpuError):
+        return []
+    total = sum(s.st_size for _, s, _ in files)
+    if total <= limit:
+        return []
+    removed = []
+    target = limit * 4 // 5
+    for _, size, path in sorted((s.st_mtime, s.st_size, p) for p, s, ok in files if ok):
+        if total <= target:
+            break
+        try:
+            if time.time() - path.stat().st_mtime < KEEP_RECENT:
+                continue  # (used since the listing, or recently: another process's)
+            path.unlink()
+        except OSError:
+            continue
+        total -= size
+        removed.append(path)
+    return removed
+
+
+PRUNED_FOLDERS = ("cubins",)  # folders of the cache whose files are pruned too (the
+# emulation header's is not: every CPU build includes it, and it is rewritten only with
+# a new header or compiler)
+# what the builders write at the top: STEM-KEY.so and its source (KEY: source_hash), and
+# a killed build's private names (.STEM-XXXX.so); nothing else there is pruned (the
+# tuning database, tuning.sqlite, lives in the same folder by default)
+BUILT = re.compile(r"(?:[\w.+-]+-[0-9a-f]{24}|\.[\w.+-]+-\w+)\.(?:so|c|cpp|cu|i|log)")
+
+
+def _cache_files(directory: Path):
+    """``(path, stat, prunable)`` of every file in the cache and its folders, one level
+    down (prunable: a build's file at the top (:data:`BUILT`), or any file in
+    :data:`PRUNED_FOLDERS`)."""
+    for entry in os.scandir(directory):
+        if entry.is_dir(follow_symlinks=False):
+            for inner in os.scandir(entry.path):
+                if inner.is_file(follow_symlinks=False):
+                    yield (Path(inner.path), inner.stat(follow_symlinks=False),
+                           entry.name in PRUNED_FOLDERS)
+        elif entry.is_file(follow_symlinks=False):
+            yield (Path(entry.path), entry.stat(follow_symlinks=False),
+                   BUILT.fullmatch(entry.name) is not None)
 
 
 def first_errors(output: str, count: int = DIAGNOSTIC_LINES,

@@ -494,7 +494,9 @@ def _build_c(program, defines, include_dirs, mode: str, parallel=()):
         # the rewritten copy is included from the cache; its own "..." includes still
         # resolve next to the original
         copy = compiler.cache_dir() / f"omp-{compiler.source_hash(openmp)}.c"
-        if not copy.exists():
+        if copy.exists():
+            compiler.mark_used(copy)  # (a recent file is never pruned)
+        else:
             compiler.write_atomically(copy, openmp)
         include, extra_flags = f'#include "{copy}"\n', ("-fopenmp",)
         flags.append("-iquote" + os.path.dirname(path))

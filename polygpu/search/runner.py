@@ -81,6 +81,7 @@ from polygpu.runtime import grid
 from polygpu.runtime.compiler import (
     CompileError,
     cache_dir,
+    mark_used,
     source_hash,
     usable_cpus,
     write_atomically,
@@ -202,6 +203,8 @@ def _kept_cubin(key: str, arch: str) -> Cubin | None:
         binary = binary_path.read_bytes()
     except (OSError, PolygpuError):
         return None
+    mark_used(log_path)  # (the pruning's recency: runtime/compiler.py)
+    mark_used(binary_path)
     return Cubin(binary, arch, parse_ptxas(log), log)
 
 
