@@ -127,8 +127,8 @@ class Buffer:
     # [r - h][c], row r < h at [h - 1 - r][2 h - c] -- R - h rows of 2 h + 1 words for
     # R x C (h = R / 2: half the words).  Only resident buffers (memory/residence.py)
     packed: int = 0
-    # the triangle is an upper one (c >= r), packed as the lower triangle of the box
-    # transposed: element (r, c) where that one's (c, r) is (h = C / 2)
+    # the triangle is an upper one (c >= r), packed as the lower triangle of the
+    # transposed box: element (r, c) where that box's (c, r) goes (its fold h = C / 2)
     packed_upper: bool = False
 
     @property

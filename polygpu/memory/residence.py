@@ -185,8 +185,7 @@ def _block_box(reads: isl.Set | None, writes: isl.Set | None, context: isl.Set
 def packable(scop: Scop, grid_dims: int) -> bool:
     """Whether a resident plan of ``scop`` (a step region at fixed sizes) could store
     some array packed: its footprint over all statements a lower or upper triangle of
-    its box
-    (what a search asks before it adds :attr:`Variant.packed` twins)."""
+    its box (what a search asks before it adds :attr:`Variant.packed` twins)."""
     context = _block_context(scop, grid_dims)
     for array in scop.program_arrays:
         reads = lifetime_footprint(scop, array.name, "read", grid_dims)
