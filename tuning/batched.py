@@ -20,10 +20,9 @@ against ``torch.linalg.cholesky`` + ``torch.cholesky_solve``; ``cholesky_soa`` t
 with the elements interleaved (``kernels/batched_cholesky_soa.c``, structure of arrays:
 torch timed on its own AoS layout, no transposition counted); ``cholesky_upper`` in the
 upper triangle (``kernels/batched_cholesky_upper.c``, torch with ``upper=True``).
-``--mappings`` also
-checks and times every plan the default ranked (thread per element, one block per
-element with the element's steps inside, its element resident in shared memory or not,
-...): the model's pick against the best.
+``--mappings`` also checks and times every plan the default ranked (thread per element,
+one block per element with the element's steps inside, its element resident in shared
+memory or not, ...): the model's pick against the best.
 
 ``--plot JSON`` draws, per operation and dtype of a recorded run, the best plan of
 each execution model (a thread or a group of a block per element, a warp per element, a
