@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import cgen
 import islpy as isl
 
 from polygpu import __version__
 from polygpu.codegen import accumulator, full_tiles, invariant_reads, mma, staging
+from polygpu.codegen.fold_pieces import FoldPieces, fold_pieces
 from polygpu.codegen.expressions import (
     FAST_MATH_PRELUDE,
     INDEX64,
@@ -79,8 +81,12 @@ class Emitter:
                  fragments: mma.Fragments | None = None, lane: str = "pg_tid",
                  lane_loops: frozenset[str] = frozenset(),
                  point_loops: frozenset[str] = frozenset(),
-                 thread_ids: frozenset[str] = frozenset()):
+                 thread_ids: frozenset[str] = frozenset(),
+                 pieces: FoldPieces | None = None):
         self.scop = scop
+        # statements split at packed triangles' folds: the AST calls their pieces, each
+        # printed as its statement with the references' sides known (fold_pieces.py)
+        self.pieces = pieces or FoldPieces()
         # the loops over a thread's own points (TiledKernel.point_dims) and the thread
         # ids' names: an innermost point loop bounded by thread ids and other point
         # loops alone (a triangle inside a tile: a few iterations, a different count
@@ -117,7 +123,8 @@ class Emitter:
         self.user = user
         # statements whose updates go to global memory atomically -> the add function
         self.atomic = atomic or {}
-        self.statements = frozenset(s.name for s in scop.statements)
+        self.statements = frozenset(s.name for s in scop.statements) | \
+            frozenset(self.pieces.pieces)
         # statement -> its reads held in registers across the loop being printed
         # (codegen/invariant_reads.py)
         self._hoisted: dict[str, list[tuple[ir.ArrayRef, str]]] = {}
@@ -180,6 +187,10 @@ class Emitter:
         if it not in self.point_loops or constant_trip(n) or \
                 self._contains_for(n.for_get_body()):
             return False
+        body = n.for_get_body()
+        if body.get_type() == isl.ast_node_type.user and \
+                body.user_get_expr().get_op_arg(0).get_id().get_name() in self.pieces.pieces:
+            return True  # a triangle's piece at a packed fold (bounds name the fold's row)
         bounds = f"{n.for_get_init().to_C_str()} {n.for_get_cond().to_C_str()}"
         names = set(re.findall(r"\b[A-Za-z_]\w*\b", bounds)) - _C_FUNCTIONS - {it}
         inner = self.point_loops | self.thread_ids
@@ -217,7 +228,7 @@ class Emitter:
             return None
         call = body.user_get_expr()
         name = call.get_op_arg(0).get_id().get_name()
-        if name not in self.statements or name in self.atomic:
+        if name not in self.statements or self.pieces.statement(name) in self.atomic:
             return None
         stmt, printer, dtype = self._printer(call)
         target = printer.ref(stmt.body.target)
@@ -268,7 +279,7 @@ class Emitter:
             return []
         call = body.user_get_expr()
         name = call.get_op_arg(0).get_id().get_name()
-        if name not in self.statements or name in self.atomic:
+        if name not in self.statements or self.pieces.statement(name) in self.atomic:
             return []
         stmt, printer, _ = self._printer(call)
         refs = invariant_reads.hoistable(stmt, printer, it)
@@ -321,7 +332,7 @@ class Emitter:
     def _printer(self, call: isl.AstExpr):
         """``call``'s statement, the printer of its references, its target's type."""
         name = call.get_op_arg(0).get_id().get_name()
-        stmt = self.scop.statement(name)
+        stmt = self.scop.statement(self.pieces.statement(name))
         args = [self._c(call.get_op_arg(k + 1)) for k in range(len(stmt.iterators))]
         return (stmt, *self._printer_of(name, dict(zip(stmt.iterators, args, strict=True))))
 
@@ -331,7 +342,10 @@ class Emitter:
         return self._printer_of(name, {it: index_text(a, self.index64)
                                        for it, a in args.items()})[0]
 
-    def _printer_of(self, name: str, args: dict[str, str]):
+    def _printer_of(self, called: str, args: dict[str, str]):
+        """The printer of the references of ``called`` (a statement, or a piece of one:
+        its references on a known side of a fold printed as that side's)."""
+        name = self.pieces.statement(called)
         stmt = self.scop.statement(name)
         subst = {it: f"({a})" if not a.isidentifier() else a for it, a in args.items()}
         target = stmt.body.target
@@ -343,6 +357,11 @@ class Emitter:
         by_reference = {(a.array, a.subscripts): self.ref_buffers[(name, a.ref)]
                         for a in self.scop.accesses
                         if a.statement == name and (name, a.ref) in self.ref_buffers}
+        for a in self.scop.accesses:
+            side = self.pieces.sides(called).get(a.ref) if a.statement == name else None
+            view = by_reference.get((a.array, a.subscripts), views.get(a.array))
+            if side is not None and view is not None and view.packed:
+                by_reference[(a.array, a.subscripts)] = replace(view, packed_side=side)
         printer = Printer(self.shapes, self.temporaries, subst,
                           dtype if dtype.startswith("float") else "float64",
                           views, self.constants, self.index64, by_reference)
@@ -355,9 +374,9 @@ class Emitter:
             return cgen.Block(self.user(name, args))
         stmt, printer, dtype = self._printer(call)
         # (the printer's buffers: the views of this statement's arrays)
-        if name in self.atomic and stmt.body.target.array not in printer.buffers:
+        if stmt.name in self.atomic and stmt.body.target.array not in printer.buffers:
             text = printer.atomic_add(stmt.body, atomic.operand(stmt.body), _c_type(dtype),
-                                      self.atomic[name])
+                                      self.atomic[stmt.name])
             return cgen.Statement(text[:-1])
         body = stmt.body
         if name in self._hoisted:
@@ -619,7 +638,7 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             whole = fragments if fragments is not None and \
                 full_tiles.every_block_whole(scop, kernel) else None
             work = _work(scop, kernel, buffers, views, ref_views, constants, printer,
-                         index64, fragments=whole, lanes=lanes)
+                         index64, fragments=whole, lanes=lanes, packed=resident[own])
             if device_steps and kernel.n_threads == 1 and not buffers:
                 # a one-thread step (a substitution): its sums over a warp's lanes
                 lanes, mask = _lanes(block_threads[own] // elements, elements)
@@ -636,7 +655,8 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
                 code, call = _half_function(
                     scop, kernel, f"{name}_{half}", args, buffers + resident[own], itype,
                     _work(scop, k, buffers, *views_of(k), constants, printer, index64,
-                          fragments=fragments if half == "whole" else None, lanes=lanes),
+                          fragments=fragments if half == "whole" else None, lanes=lanes,
+                          packed=resident[own]),
                     inline=device_steps)
                 parts.append(code)
                 calls.append(call)
@@ -743,13 +763,15 @@ def _half_function(scop: Scop, kernel: TiledKernel, name: str, args, buffers, it
 
 def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
           printer: Printer, index64: bool, lanes: int = 0, mask: str = "",
-          fragments: mma.Fragments | None = None) -> list:
+          fragments: mma.Fragments | None = None, packed: Sequence = ()) -> list:
     """One thread's work in ``kernel`` (for the blocks its ``blocks`` names): register
     copy-ins, the loops (staged or not), register copy-outs.  ``lanes``: a one-thread
     kernel's work shared by that many lanes (in device steps, whose ``mask`` is given),
     or a launched kernel's (``Variant.lanes``: without ``mask``, its lane and mask
     defined here from ``threadIdx.x``); ``fragments``: its register tile's time loops
-    on the tensor cores, where every block is whole (:class:`Emitter`)."""
+    on the tensor cores, where every block is whole (:class:`Emitter`); ``packed``: the
+    resident packed triangles, at whose folds an unstaged kernel's statements are split
+    (:mod:`polygpu.codegen.fold_pieces`)."""
     registers = [b for b in buffers if b.space == "register"]
     body = []
     lane = _TID
@@ -761,18 +783,22 @@ def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
         if b.reads is not None:
             body += staging.copy_loop(b, printer, kernel, scop, "in")
 
+    staged = any(b.space == "shared" for b in buffers)
+    pieces = fold_pieces(scop, kernel, packed) if packed and not staged and \
+        fragments is None and not lanes else None
+
     def emitter(user):
         return Emitter(scop, kernel.unroll, views, constants, user,
                        {s: staging.atomic_function(kernel, [s]) for s in kernel.atomic},
                        index64, ref_views, register_loops(kernel), lanes, mask, fragments,
                        lane, frozenset(kernel.local_names[d] for d in kernel.lane_dims),
                        frozenset(kernel.local_names[d] for d in kernel.point_dims),
-                       frozenset(kernel.thread_names))
+                       frozenset(kernel.thread_names), pieces)
 
-    if any(b.space == "shared" for b in buffers):
+    if staged:
         body += staging.staged_body(scop, kernel, buffers, emitter, printer)
     else:
-        body += emitter(None).node(kernel_ast(scop, kernel))
+        body += emitter(None).node(kernel_ast(scop, kernel, pieces=pieces))
     for b in registers:
         if b.writes is not None:
             body += staging.copy_loop(b, printer, kernel, scop, "out")

@@ -124,12 +124,19 @@ def constant_name(name: str) -> str:
     return f"{name}_const"
 
 
-def packed_subscript(r: str, c: str, fold: int, upper: bool = False) -> str:
+def packed_subscript(r: str, c: str, fold: int, upper: bool = False, side: int = 0
+                     ) -> str:
     """``[row][column]`` of box element ``(r, c)`` (C expressions, ``c <= r``; ``c >=
     r`` for an ``upper`` triangle, stored as its transpose's lower one) in a packed
-    triangle folded at row ``fold`` (:attr:`Buffer.packed`)."""
+    triangle folded at row ``fold`` (:attr:`Buffer.packed`).  ``side`` 1 / -1: the
+    (stored) row is known to be at least / below the fold (codegen/fold_pieces.py), and
+    the subscript is that side's affine one instead of a select of both."""
     if upper:
         r, c = c, r
+    if side > 0:
+        return f"[({r}) - {fold}][{c}]"
+    if side < 0:
+        return f"[{fold - 1} - ({r})][{2 * fold} - ({c})]"
     upper = f"({r}) >= {fold}"
     return (f"[{upper} ? ({r}) - {fold} : {fold - 1} - ({r})]"
             f"[{upper} ? ({c}) : {2 * fold} - ({c})]")
@@ -150,6 +157,7 @@ class BufferView:
     order: tuple[int, ...] = ()  # storage order of the dimensions (empty: as written)
     packed: int = 0  # the last two dimensions a packed lower triangle (Buffer.packed)
     packed_upper: bool = False  # ... an upper one (Buffer.packed_upper)
+    packed_side: int = 0  # the reference's side of the fold, where known (fold_pieces)
 
     def subscript(self, subs: list[str]) -> str:
         if self.packed:  # (stride 1, no chunks, storage as written: residence.py)
@@ -158,7 +166,8 @@ class BufferView:
                 else self.name
             r, c = (sub if base == "0" else f"({sub}) - ({base})"
                     for sub, base in zip(subs[-2:], self.base[-2:], strict=True))
-            return head + packed_subscript(r, c, self.packed, self.packed_upper)
+            return head + packed_subscript(r, c, self.packed, self.packed_upper,
+                                           self.packed_side)
         parts = []
         chunks = self.chunk or (1,) * len(self.extents)
         for sub, base, stride, extent, w in zip(subs, self.base, self.stride, self.extents,

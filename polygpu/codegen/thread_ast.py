@@ -13,6 +13,7 @@ from functools import lru_cache
 
 import islpy as isl
 
+from polygpu.codegen.fold_pieces import FoldPieces
 from polygpu.codegen.launch_grid import block_count
 from polygpu.model.dependences import SIMPLIFICATIONS, maps_of, union_of
 from polygpu.model.scop import Scop
@@ -81,12 +82,15 @@ def param_names(s) -> list[str]:
 
 
 def kernel_ast(scop: Scop, kernel: TiledKernel, levels: int = 0,
-               context: isl.Set | None = None) -> isl.AstNode:
+               context: isl.Set | None = None, pieces: FoldPieces | None = None
+               ) -> isl.AstNode:
     """The AST of one thread's work in ``kernel``, with the block and thread coordinates
-    and the first ``levels`` tile levels as parameters."""
+    and the first ``levels`` tile levels as parameters; its statements split into
+    ``pieces`` where given (:mod:`polygpu.codegen.fold_pieces`)."""
     fixed = (list(kernel.block_names) + list(kernel.thread_names)
              + list(kernel.level_names[:levels]))
-    schedule = union_of(_fix_leading(piece, fixed) for piece in maps_of(kernel.schedule))
+    given = pieces.split(kernel.schedule) if pieces else kernel.schedule
+    schedule = union_of(_fix_leading(piece, fixed) for piece in maps_of(given))
     if context is None:
         context = thread_context(scop, kernel, threads=True)
     context = with_params(context, fixed)
