@@ -20,7 +20,6 @@ import islpy as isl
 
 from polygpu import __version__
 from polygpu.codegen import accumulator, full_tiles, invariant_reads, mma, staging
-from polygpu.codegen.fold_pieces import FoldPieces, fold_pieces
 from polygpu.codegen.expressions import (
     FAST_MATH_PRELUDE,
     INDEX64,
@@ -32,6 +31,7 @@ from polygpu.codegen.expressions import (
     index_text,
     temporary_name,
 )
+from polygpu.codegen.fold_pieces import FoldPieces, fold_pieces
 from polygpu.codegen.index_width import INT32_MAX, index_bounds, violated
 from polygpu.codegen.launch_grid import (
     AXIS_LIMITS,
