@@ -142,8 +142,10 @@ RECORDED_PACKED = (
 
 def _replayed_pick(paths, n, dtype, packed=True):
     """The model's pick at the recorded (nb, n) of ``paths`` (rows of ``dtype``), its
-    measured time and the best measured time; without ``packed``, among the plans
-    without packed triangles (runs from before they existed)."""
+    measured time and the best measured time, among the default's plans that the runs
+    measured (the runs come from trees that had fewer; a plan a run did not time was not
+    built then); without ``packed``, among the plans without packed triangles (runs
+    from before they existed)."""
     import json
     from pathlib import Path
 
@@ -162,9 +164,9 @@ def _replayed_pick(paths, n, dtype, packed=True):
     sizes = {"nb": nb, "n": n}
     prepared = prepare(str(root / CHOLESKY), params=sizes,
                        defines=DOUBLE if dtype == "float64" else ())
-    # (the default's own choice where packed plans count: choose's element ties kept)
-    variants = None if packed else [v for v in plan_model.plan_variants(prepared, sizes)
-                                    if not v.packed]
+    # (a batch of factorizations has no element plans: choose's element ties do not apply)
+    variants = [v for v in plan_model.plan_variants(prepared, sizes)
+                if canonical(v.to_json()) in times and (packed or not v.packed)]
     choice = plan_model.choose(prepared, sizes, variants=variants)
     return choice.variant, times[canonical(choice.variant.to_json())], min(times.values())
 
@@ -249,6 +251,53 @@ def test_the_default_plans_of_a_batch_include_a_warp_per_element():
                if v.elements_per_block > 1]
     assert {v.resident for v in grouped} == {True, False}
     assert all(v.threads == (4, 8) and v.tile == (16, 16) for v in grouped)
+
+
+def test_a_large_resident_element_also_gets_blocks_of_two_and_four_warps():
+    """n = 64: beside a warp per element, one element a block of 8 x 8 and 8 x 16
+    threads, resident (and packed), the column scaling on 64 threads; n = 8 (64 points)
+    gets none: a thread each would have less than two points."""
+    from polygpu.search import plan_model
+    from polygpu.search.space import SpaceOptions, space
+
+    params = {"nb": 1000, "n": 64}
+    prepared = prepare(CHOLESKY, params=params)
+    blocks = [v for v in plan_model.plan_variants(prepared, params)
+              if v.elements_per_block == 1 and v.resident and v.tile == (64, 64)]
+    assert {(v.threads, v.packed) for v in blocks} >= {
+        ((8, 8), False), ((8, 8), True), ((8, 16), False), ((8, 16), True)}
+    for v in blocks:
+        if v.threads in ((8, 8), (8, 16)):
+            assert v.for_kernel(1).threads == (64,) and v.for_kernel(1).tile == (64,)
+    found = space(prepared, params, SpaceOptions(candidates=3))
+    assert {v.threads for v in found if v.elements_per_block == 1 and v.resident
+            and v.tile == (64, 64)} >= {(8, 8), (8, 16)}
+    small = {"nb": 1000, "n": 8}
+    prepared = prepare(CHOLESKY, params=small)
+    assert not [v for v in plan_model.plan_variants(prepared, small)
+                if v.resident and v.threads in ((8, 8), (8, 16))]
+
+
+@pytest.mark.parametrize("dtype, n, nb, threads, per_block", [
+    ("float64", 64, 23076, (8, 8), 1), ("float32", 64, 46153, (4, 8), 4),
+    ("float64", 32, 90909, (4, 8), 4), ("float32", 32, 181818, (4, 8), 4)])
+def test_the_model_gives_few_resident_elements_more_warps_each(dtype, n, nb, threads,
+                                                               per_block):
+    """The model's picks at the H100 runs' sizes (1.5 GB): where shared memory holds 12
+    elements an SM (double at n = 64, packed), a warp each is bound by its rounds'
+    latency and a block of 2 warps an element is taken (measured 2.670 ms against a
+    warp's 2.981; 4 warps 2.528); in float (24 an SM) and at n = 32 a warp each stays
+    (float n = 64: 3.463 against 3.697 for 2 warps; tuning/results/NVIDIA-H100-80GB-HBM3/
+    batched.md)."""
+    from polygpu.search import plan_model
+
+    params = {"nb": nb, "n": n}
+    prepared = prepare(CHOLESKY, params=params,
+                       defines=DOUBLE if dtype == "float64" else ())
+    choice = plan_model.choose(prepared, params)
+    assert (choice.variant.threads, choice.variant.elements_per_block) == \
+        (threads, per_block)
+    assert choice.variant.resident
 
 
 def test_elements_of_a_block_share_its_shared_memory():

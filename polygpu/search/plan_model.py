@@ -65,8 +65,14 @@ CANDIDATES = 3  # scheduler candidates the default considers
 # paper's rule grows a block from one warp until the occupancy target is met
 FITTED_THREADS = (256, 512, 1024)
 ROUND_SECONDS = 0.5e-6  # one dependent round of global accesses of a block (device steps)
-# the same round when the block's data is resident in shared memory (memory/residence.py)
-RESIDENT_ROUND_SECONDS = 0.1e-6
+# the same round when the block's data is resident in shared memory (memory/residence.py):
+# a warp per element of the batched Cholesky at n = 64 in double, 12 elements an SM (the
+# rounds bound it: 1200 an element), took 2.98 ms on the H100 -- 0.17 us a round
+# (2026-12-06, after codegen/fold_pieces.py; 0.1 us before, fitted on the H200's runs of
+# 2026-11-29, made a warp per element look 1.7x faster than it is, and the blocks of 2 and
+# 4 warps an element that beat it, 2.67 and 2.53 ms, slower: tuning/results/
+# NVIDIA-H100-80GB-HBM3/batched.md)
+RESIDENT_ROUND_SECONDS = 0.17e-6
 # a batch's rounds are issue-bound: many blocks share an SM, and each warp of a block
 # issues its guards, index arithmetic and barrier every round, working or idle, and
 # again for every block of a kernel's grid the block loops over.  Issue cycles per warp

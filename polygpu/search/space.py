@@ -430,7 +430,45 @@ def group_variants(candidate: int, extents: Sequence[int], n_mapped: int,
                                                                       strict=True))
         found.insert(0, replace(base, tile=tile, threads=threads,
                                 elements_per_block=NARROW_BLOCK_THREADS // width))
-    return [replace(v, resident=True) for v in found if specialize] + found
+    resident = [replace(v, resident=True) for v in found if specialize]
+    return resident + found + (element_blocks(base, extents, kernel_dims)
+                               if specialize and not narrow else [])
+
+
+# warps of the blocks that run one resident element each (element_blocks): where shared
+# memory holds few elements an SM, a warp each leaves the SM with few warps to hide
+# latency (H100, double Cholesky at n = 64, 12 elements an SM: a warp each 2.981 ms, 2
+# warps 2.670, 4 warps 2.528; in float, 24 an SM, a warp each is fastest: 3.463, 3.697,
+# 4.146; tuning/results/NVIDIA-H100-80GB-HBM3/batched.md)
+ELEMENT_BLOCK_WARPS = (2, 4)
+
+
+def element_blocks(group: Variant, extents: Sequence[int],
+                   kernel_dims: Sequence[int] = ()) -> list[Variant]:
+    """A warp-per-element plan's (``group``) twins with one element a block of
+    :data:`ELEMENT_BLOCK_WARPS` warps, resident: 8 rows of 8 or 16 threads (a line of
+    64 or 128), its tile the element's extents rounded up to them, a step of one mapped
+    dimension on as many threads as the element's rows need (up to the block).  Only
+    where every thread gets two points at least."""
+    found = []
+    for warps in ELEMENT_BLOCK_WARPS:
+        n = len(group.threads)
+        threads = (32 * warps,) if n == 1 else (1,) * (n - 2) + (8, 4 * warps)
+        tile = tuple(t * max(1, -(-min(e, 64) // t)) for e, t in zip(extents, threads,
+                                                                      strict=True))
+        if 2 * math.prod(threads) > math.prod(min(e, 64) for e in extents):
+            continue
+        block = Variant(candidate=group.candidate, tile=tile, threads=threads,
+                        shared=False, device_steps=True, specialize=True, resident=True,
+                        time_tile=group.time_tile)
+        if n > 1:
+            width = min(32 * warps, 32 * -(-max(min(e, 128) for e in extents) // 32))
+            line = replace(block, tile=(width,), threads=(width,))
+            for k, dims in enumerate(kernel_dims):
+                if dims == 1:
+                    block = block.with_kernel(k, line)
+        found.append(block)
+    return found
 
 
 # a fused batch's elements up to this wide get narrow groups (group_variants): on the
