@@ -24,6 +24,8 @@ for case in "$@"; do
   # 8 x 16, 16 x 16; packed and not: tuning/probes/
   # batched_cholesky_element_blocks_ranked_2026-12-06.json, written from the ranking)
   ranked) run ranked 260 --op cholesky --n 64 --dtype float64 --dtype float32 --megabytes 1536 --no-square --also tuning/probes/batched_cholesky_element_blocks_ranked_2026-12-06.json --repeats 10 ;;
+  # the same in double alone (what the session's last device time had room for)
+  ranked64) run ranked64 150 --op cholesky --n 64 --dtype float64 --megabytes 1536 --no-square --also tuning/probes/batched_cholesky_element_blocks_ranked_2026-12-06.json --repeats 10 ;;
   # the defaults at every n of the mark (8 .. 64), each checked at the timed sizes
   all) run all 300 --op cholesky --n 8 16 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 10 ;;
   esac
