@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 
 import islpy as isl
 import pytest
@@ -276,6 +277,26 @@ def test_a_large_resident_element_also_gets_blocks_of_two_and_four_warps():
     prepared = prepare(CHOLESKY, params=small)
     assert not [v for v in plan_model.plan_variants(prepared, small)
                 if v.resident and v.threads in ((8, 8), (8, 16))]
+
+
+@pytest.mark.parametrize("threads", [(8, 8), (8, 16)])
+def test_element_blocks_are_exact_at_an_odd_size(threads):
+    """The space's blocks of 2 and 4 warps an element at n = 17 (the smallest odd size
+    that has them), packed and not: checked against the loop nest."""
+    from polygpu.search.space import element_blocks, group_variants
+
+    params = {"nb": 37, "n": 17}
+    prepared = prepare(CHOLESKY, params=params)
+    c = _batch(prepared)
+    (group, *_) = group_variants(c, (17, 17), 2, kernel_dims=[
+        k.n_space for k in prepared.candidates[c].kernels])
+    (block,) = [v for v in element_blocks(group, (17, 17), [
+        k.n_space for k in prepared.candidates[c].kernels]) if v.threads == threads]
+    for variant in (block, replace(block, packed=True)):
+        compiled = compile_variant(prepared, variant, params)
+        result = check_program(compiled.program, compiled.source_scop, CHOLESKY, params,
+                               seed=9)
+        assert result.ok, result.message
 
 
 @pytest.mark.parametrize("dtype, n, nb, threads, per_block", [
