@@ -26,6 +26,10 @@ for case in "$@"; do
   ranked) run ranked 260 --op cholesky --n 64 --dtype float64 --dtype float32 --megabytes 1536 --no-square --also tuning/probes/batched_cholesky_element_blocks_ranked_2026-12-06.json --repeats 10 ;;
   # the same in double alone (what the session's last device time had room for)
   ranked64) run ranked64 150 --op cholesky --n 64 --dtype float64 --megabytes 1536 --no-square --also tuning/probes/batched_cholesky_element_blocks_ranked_2026-12-06.json --repeats 10 ;;
+  # (for the next session) the interleaved Cholesky, never timed: its default at n = 64
+  # is a thread per element launched (predicted 0.78 ms: the traffic model's perfect
+  # per-block cache keeps a 4 MB block footprint), beside every plan the default ranks
+  soa) run soa 400 --op cholesky_soa --n 16 32 64 --dtype float64 --megabytes 1536 --mappings --per-candidate 3 --no-square --repeats 5 ;;
   # the defaults at every n of the mark (8 .. 64), each checked at the timed sizes
   all) run all 300 --op cholesky --n 8 16 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 10 ;;
   esac
