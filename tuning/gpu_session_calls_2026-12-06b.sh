@@ -30,6 +30,9 @@ for case in "$@"; do
   # is a thread per element launched (predicted 0.78 ms: the traffic model's perfect
   # per-block cache keeps a 4 MB block footprint), beside every plan the default ranks
   soa) run soa 400 --op cholesky_soa --n 16 32 64 --dtype float64 --megabytes 1536 --mappings --per-candidate 3 --no-square --repeats 5 ;;
+  # the default (8 x 8 since the refit) beside 8 x 16 and the warp per element, packed,
+  # in double at n = 64: what a call with two minutes of device time can hold
+  short64) run short64 120 --op cholesky --n 64 --dtype float64 --megabytes 1536 --no-square --also tuning/probes/batched_cholesky_element_blocks_short_2026-12-06.json --repeats 5 ;;
   # the defaults at every n of the mark (8 .. 64), each checked at the timed sizes
   all) run all 300 --op cholesky --n 8 16 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 10 ;;
   esac
