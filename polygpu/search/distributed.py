@@ -57,7 +57,7 @@ import uuid
 from collections.abc import Sequence
 
 from polygpu.errors import PolygpuError
-from polygpu.search.measurement import Environment, Job, Measurement
+from polygpu.search.measurement import Closing, Environment, Job, Measurement
 from polygpu.search.runner import DEFAULT_BUDGET_MS, ProcessRunner
 
 # the worker resource a measurement holds: one per measuring worker, so no two
@@ -307,7 +307,7 @@ def worker_close() -> None:
 # --------------------------------------------------------------------------------------
 
 
-class DaskRunner:
+class DaskRunner(Closing):
     """Measures jobs on the measuring workers of a Dask cluster (the module doc).
 
     ``scheduler``: the address of a running cluster (``tcp://HOST:PORT``), or None with
@@ -455,18 +455,6 @@ class DaskRunner:
         cluster, self._cluster = self._cluster, None
         if cluster is not None:
             cluster.close()
-
-    def __enter__(self) -> DaskRunner:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 -- interpreter teardown
-            pass
 
 
 def one_environment(found: dict[str, dict]) -> Environment:

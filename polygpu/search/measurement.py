@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Protocol
+from typing import Protocol, Self
 
 from polygpu.codegen.program import KernelProgram
 
@@ -145,6 +145,27 @@ class Runner(Protocol):
     def environment(self) -> Environment: ...
 
     def measure(self, job: Job) -> Measurement: ...
+
+
+class Closing:
+    """A runner that holds processes or a cluster: :meth:`close` ends them.  Usable in a
+    ``with`` block, and closed when collected (a tune interrupted mid-way leaves no
+    serving child or local cluster behind)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 -- interpreter teardown
+            pass
 
 
 def canonical(data: Mapping) -> str:

@@ -87,7 +87,7 @@ from polygpu.runtime.compiler import (
     write_atomically,
 )
 from polygpu.runtime.device import RunBudget
-from polygpu.search.measurement import Environment, Job, Measurement, Runner
+from polygpu.search.measurement import Closing, Environment, Job, Measurement, Runner
 from polygpu.search.occupancy import Resources, parse_ptxas
 
 __all__ = [
@@ -243,7 +243,7 @@ def compile_cubins(sources: Sequence[str | KernelProgram], arch: str, jobs: int 
 # --------------------------------------------------------------------------------------
 
 
-class ProcessRunner:
+class ProcessRunner(Closing):
     """Measures each job in a fresh child process (see the module docstring).
 
     ``backend`` is "gpu" (PyCUDA, CUDA events) or "cpu" (the emulator, wall clock).
@@ -278,18 +278,6 @@ class ProcessRunner:
         if self._server is not None:
             self._server.kill()
             self._server = None
-
-    def __enter__(self) -> ProcessRunner:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # noqa: BLE001 -- interpreter teardown
-            pass
 
     def warm(self, spec: str, function: str | None = None, defines: Sequence[str] = (),
              include_dirs: Sequence[str] = ()) -> None:
