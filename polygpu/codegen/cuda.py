@@ -357,8 +357,9 @@ class Emitter:
         by_reference = {(a.array, a.subscripts): self.ref_buffers[(name, a.ref)]
                         for a in self.scop.accesses
                         if a.statement == name and (name, a.ref) in self.ref_buffers}
-        for a in self.scop.accesses:
-            side = self.pieces.sides(called).get(a.ref) if a.statement == name else None
+        sides = self.pieces.sides(called)
+        for a in self.scop.accesses if sides else ():
+            side = sides.get(a.ref) if a.statement == name else None
             view = by_reference.get((a.array, a.subscripts), views.get(a.array))
             if side is not None and view is not None and view.packed:
                 by_reference[(a.array, a.subscripts)] = replace(view, packed_side=side)
