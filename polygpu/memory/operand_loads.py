@@ -67,7 +67,7 @@ def instance_count(scop: Scop, statement: str, params: dict[str, int]) -> int:
     return _count_at(scop.statement(statement).domain, params)
 
 
-def _thread_stride(scop: Scop, kernel: TiledKernel, statement: str, acc,
+def thread_stride(scop: Scop, kernel: TiledKernel, statement: str, acc,
                    params: dict[str, int]) -> int:
     """Words between the elements neighbouring threads along x read (row-major, at
     ``params``); 0 when that is not one constant step or the element does not move."""
@@ -112,7 +112,7 @@ def operand_loads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
                 continue
             distinct, vector = 1, 1
             if buffer is None and kernel.n_mapped and acc.array not in resident:
-                stride = _thread_stride(scop, kernel, name, acc, params)
+                stride = thread_stride(scop, kernel, name, acc, params)
                 if stride > 1:
                     distinct = min(SCATTERED_LOAD, 4 * stride)
             for dim, f in zip(dims, points, strict=True):
@@ -156,7 +156,7 @@ def _scattered_stores(scop: Scop, kernel: TiledKernel, params: dict[str, int],
             continue
         writes = [a for a in scop.accesses if a.kind == "write" and a.array == array
                   and a.statement in kernel.statements]
-        stride = max(_thread_stride(scop, kernel, a.statement, a, params) for a in writes)
+        stride = max(thread_stride(scop, kernel, a.statement, a, params) for a in writes)
         # a thread's own run of points along x fills the gap to its neighbour's (a
         # blocked register tile stores whole lines across the warp)
         if stride <= max(1, -(-kernel.tile[0] // kernel.threads[0])):

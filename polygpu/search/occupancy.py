@@ -47,6 +47,7 @@ class Limits:
     fp32_lanes_per_sm: int = 128  # FP32 instructions issued per SM and clock (x32 lanes)
     clock_hz: float = 1.755e9  # boost clock
     dram_bytes_per_s: float = 3.0e12  # achievable copy bandwidth (HBM3 H100: ~3 TB/s)
+    l2_bytes: int = 50 * 2**20  # the L2 cache (H100 SXM and H200: 50 MB)
     # global memory (the H100 SXM's 80 GB): what a plan's scratch arrays must fit beside
     # the caller's (a relayout's twins double them)
     memory_bytes: int = 80 * 10**9

@@ -360,6 +360,7 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
     device-steps twin reads from a resident shared copy (their loads never scatter)."""
     from polygpu.memory.barriers import block_barriers
     from polygpu.memory.operand_loads import operand_loads
+    from polygpu.memory.self_reuse import spilled_rereads
     from polygpu.memory.traffic import estimated_traffic
 
     scop = c.kernel_scop
@@ -369,26 +370,32 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
     costs = []
     for k, name, values, times in c.modelled_launches(params):
         launch = c.program.launches[names.index(name)]
-        loads = operand_loads(scop, k, values, c.memory,
-                              (resident_arrays or {}).get(k.index, frozenset()))
+        in_shared = (resident_arrays or {}).get(k.index, frozenset())
+        loads = operand_loads(scop, k, values, c.memory, in_shared)
+        threads = math.prod(launch.block)
+        shared = c.memory.shared_bytes(k.index) + launch.shared_bytes
+        registers = _registers(c.built.for_kernel(k.index), double)
+        per_sm = occupancy(threads, registers, shared, limits).blocks_per_sm
         conc = resident = None
         if guess_concurrency:
-            shared = c.memory.shared_bytes(k.index) + launch.shared_bytes
-            registers = _registers(c.built.for_kernel(k.index), double)
-            _, conc = concurrency(math.prod(launch.block), registers,
-                                  shared, max(blocks[names.index(name)], 1),
+            _, conc = concurrency(threads, registers, shared,
+                                  max(blocks[names.index(name)], 1),
                                   limits.multiprocessors, limits)
-            resident = occupancy(math.prod(launch.block), registers, shared,
-                                 limits).blocks_per_sm
+            resident = per_sm
+        # threads' re-reads of their own elements beyond what L2 holds for all the
+        # threads running at once (memory/self_reuse.py)
+        running = min(blocks[names.index(name)], per_sm * limits.multiprocessors) * threads
+        spilled = spilled_rereads(scop, k, values, c.memory, in_shared, running,
+                                  limits.l2_bytes)
         costs.append(LaunchCost(
             kernel=name, runs=times,
-            traffic_bytes=sum(t.bytes for t in estimated_traffic(
-                scop, k, name, values, c.memory)) * times,
+            traffic_bytes=(sum(t.bytes for t in estimated_traffic(
+                scop, k, name, values, c.memory)) + spilled) * times,
             instances=loads.instances * times, operand_loads=round(loads.loads * times),
             blocks=blocks[names.index(name)],
             prefetched=c.memory.prefetches(k.index),
             concurrency=conc, barriers=block_barriers(scop, k, values, c.memory) * times,
-            resident_blocks=resident, threads=math.prod(launch.block)))
+            resident_blocks=resident, threads=threads))
     return tuple(costs)
 
 

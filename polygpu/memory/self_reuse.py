@@ -1,0 +1,208 @@
+"""Re-reads of a thread's own elements that no cache keeps: the traffic model's blind spot.
+
+:mod:`polygpu.memory.traffic` counts an array read directly from global memory once per
+block, what a perfect per-block cache would fetch.  That holds where a block's reuse is
+shared by its threads in lock-step (a warp reads one row of mm's ``A`` together, a
+stencil's neighbours) or where what each thread re-reads fits the caches.  It fails where
+every thread cycles over a private footprint too large for the caches of all the threads
+running at once: a thread per element of an interleaved batched Cholesky re-reads its
+element's ``n^2 / 2`` words about ``n / 3`` times, and at ``n = 64`` in double the
+2048 threads an SM holds keep 32 MB each SM in flight, 4 GB over the GPU -- every re-read
+then comes from DRAM, 30x the traffic the per-block count gives.
+
+:func:`spilled_rereads` counts, per array read from global memory, the reads a thread
+makes beyond its own footprint (its distinct elements, counted with isl on a few sample
+threads) and returns them as DRAM traffic where the footprints of all threads resident
+at once exceed the L2 cache.  The reads are counted as the operand loads count them (a
+register tile's jammed reads once per step of all its points), so mm's register tiles,
+whose threads read each element once, add nothing; nor does anything a cache could
+hold.  Between L1 and L2 (footprints too large for an SM's L1, small enough for L2) the
+re-reads are L2 hits, which this model does not price.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from polygpu.memory.operand_loads import thread_stride
+from polygpu.memory.placement import MemoryPlan
+from polygpu.model.dependences import maps_of
+from polygpu.model.isl_util import count_points
+from polygpu.model.scop import Scop, fix_parameters
+from polygpu.schedule.tiling import TiledKernel
+
+SECTOR_BYTES = 32  # what DRAM moves for any access (memory/traffic.py)
+
+
+@dataclass(frozen=True)
+class SelfReuse:
+    """One array's reuse by the threads of one kernel, at fixed parameters."""
+
+    array: str
+    threads: int  # threads that read the array
+    footprint: int  # (thread, element) pairs: each thread's distinct elements, summed
+    reads: int  # the threads' loads of it, in words
+    block_bytes: float  # a block's distinct elements, on average, in bytes
+    touched_bytes: int  # the elements the whole kernel reads, in bytes
+    element_size: int
+    scattered: bool  # neighbouring threads' elements are apart: a sector a word
+
+    @property
+    def thread_bytes(self) -> float:
+        """A thread's footprint in bytes, on average."""
+        return self.footprint / max(self.threads, 1) * self.element_size
+
+    def live_bytes(self, running_threads: int, threads_per_block: int) -> float:
+        """What ``running_threads`` threads at once keep in flight: their footprints,
+        counted once where their block's threads share them (mm's rows), and no more
+        than the kernel reads in all."""
+        blocks = -(-running_threads // max(threads_per_block, 1))
+        return min(min(running_threads, self.threads) * self.thread_bytes,
+                   blocks * self.block_bytes, self.touched_bytes)
+
+    def spilled_bytes(self, running_threads: int, threads_per_block: int,
+                      cache_bytes: int) -> int:
+        """The re-reads' DRAM bytes where what ``running_threads`` threads keep in
+        flight exceeds ``cache_bytes``; else 0."""
+        if self.reads <= self.footprint or \
+                self.live_bytes(running_threads, threads_per_block) <= cache_bytes:
+            return 0
+        width = SECTOR_BYTES if self.scattered else self.element_size
+        return (self.reads - self.footprint) * width
+
+
+def _samples(ids: isl.Set) -> list[isl.Set]:
+    """The first, the last and a middle id (of a block or thread), each a singleton."""
+    picks = [ids.lexmin(), ids.lexmax()]
+    lo = ids.lexmin().sample_point()
+    hi = ids.lexmax().sample_point()
+    mid = ids
+    for d in range(ids.dim(isl.dim_type.set)):
+        a = lo.get_coordinate_val(isl.dim_type.set, d).to_python()
+        b = hi.get_coordinate_val(isl.dim_type.set, d).to_python()
+        fixed = mid.fix_val(isl.dim_type.set, d, isl.Val((a + b) // 2))
+        if fixed.is_empty():
+            return picks
+        mid = fixed
+    return picks + [mid.lexmin()]
+
+
+def _kept_dims(kernel: TiledKernel, schedule: isl.Map) -> list[int]:
+    """The local schedule dimensions that tell a thread's loads of one reference apart:
+    all but a register tile's unrolled point dimensions (a read that does not move
+    along one is loaded once for all its points), or without a register tile all but
+    the statement's innermost loop (the compiler keeps a read that does not move along
+    it in a register: a reduction's target, a row's pivot)."""
+    m = kernel.n_mapped
+    local = list(range(2 * m, schedule.dim(isl.dim_type.out)))
+    if kernel.unroll_dims:
+        unrolled = {2 * m + d for d in kernel.unroll_dims}
+        return [d for d in local if d not in unrolled]
+    scheduled = schedule.range()
+    loops = [d for d in local if not scheduled.project_out(
+        isl.dim_type.set, d + 1, scheduled.dim(isl.dim_type.set) - d - 1).project_out(
+        isl.dim_type.set, 0, d).is_singleton()]
+    return [d for d in local if not loops or d < loops[-1]]
+
+
+def _project(schedule: isl.Map, keep: list[int]) -> isl.Map:
+    """``schedule`` with only its output dimensions ``keep`` (in order)."""
+    out = schedule
+    for d in reversed(range(schedule.dim(isl.dim_type.out))):
+        if d not in keep:
+            out = out.project_out(isl.dim_type.out, d, 1)
+    return out
+
+
+def _scattered(scop: Scop, kernel: TiledKernel, statement: str, acc,
+               params: dict[str, int]) -> bool:
+    """Whether neighbouring threads (along x) read elements more than a word apart."""
+    return kernel.n_mapped > 0 and thread_stride(scop, kernel, statement, acc, params) > 1
+
+
+def _of(schedule: isl.Map, ids: isl.Set) -> isl.Map:
+    """``schedule`` restricted to the instances whose leading dimensions are ``ids``."""
+    rest = schedule.dim(isl.dim_type.out) - ids.dim(isl.dim_type.set)
+    return schedule.intersect_range(ids.flat_product(isl.Set.universe(
+        isl.Space.set_alloc(ids.get_ctx(), 0, rest))))
+
+
+def self_reuse(scop: Scop, kernel: TiledKernel, params: dict[str, int],
+               plan: MemoryPlan | None = None,
+               resident: frozenset[str] = frozenset()) -> tuple[SelfReuse, ...]:
+    """Per array ``kernel`` reads straight from global memory (no shared or register
+    buffer, not ``resident`` in a block's shared copy): its threads' footprints and
+    loads at ``params``, from the first, the last and a middle thread, and its blocks'
+    footprints, from the first, the last and a middle block."""
+    buffers = plan.of_kernel(kernel.index) if plan is not None else {}
+    m = kernel.n_mapped
+    schedules = {}
+    for piece in maps_of(kernel.schedule):
+        name = piece.get_tuple_name(isl.dim_type.in_)
+        schedules[name] = fix_parameters(
+            piece.intersect_domain(scop.statement(name).domain), params)
+    result = []
+    for array in scop.arrays:
+        if array.name in buffers or array.name in resident:
+            continue
+        refs = [(a, fix_parameters(a.relation, params)) for a in scop.accesses
+                if a.array == array.name and a.kind == "read" and a.statement in schedules]
+        if not refs:
+            continue
+
+        threads = _ids(refs, schedules, 2 * m).coalesce()
+        n_threads = count_points(threads)
+        if n_threads == 0:
+            continue
+        footprints, reads = [], []
+        for t in _samples(threads):
+            footprints.append(_footprint(refs, schedules, t))
+            loads = 0
+            for a, rel in refs:  # one load per point of a thread's kept loops and element
+                sched = schedules[a.statement]
+                kept = _project(_of(sched, t), _kept_dims(kernel, sched))
+                loads += count_points(kept.reverse().apply_range(rel).wrap())
+            reads.append(loads)
+        blocks = _samples(_ids(refs, schedules, m).coalesce())
+        block = sum(_footprint(refs, schedules, b) for b in blocks) / len(blocks)
+        touched = count_points(_union([rel.intersect_domain(schedules[a.statement].domain())
+                                       .range() for a, rel in refs]).coalesce())
+        scattered = any(_scattered(scop, kernel, a.statement, a, params) for a, _ in refs)
+        size = array.element_size
+        result.append(SelfReuse(array.name, n_threads,
+                                round(n_threads * sum(footprints) / len(footprints)),
+                                round(n_threads * sum(reads) / len(reads)),
+                                block * size, touched * size, size, scattered))
+    return tuple(result)
+
+
+def _ids(refs, schedules: dict[str, isl.Map], dims: int) -> isl.Set:
+    """The ids (the schedules' first ``dims`` dimensions) of the instances of ``refs``."""
+    return _union([_project(schedules[a.statement], list(range(dims))).range()
+                   for a, _ in refs])
+
+
+def _footprint(refs, schedules: dict[str, isl.Map], ids: isl.Set) -> int:
+    """The distinct elements ``refs`` read in the instances of ``ids``."""
+    return count_points(_union([
+        rel.intersect_domain(_of(schedules[a.statement], ids).domain()).range()
+        for a, rel in refs]).coalesce())
+
+
+def _union(sets: list[isl.Set]) -> isl.Set:
+    out = sets[0]
+    for s in sets[1:]:
+        out = out.union(s)
+    return out
+
+
+def spilled_rereads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
+                    plan: MemoryPlan | None, resident: frozenset[str],
+                    running_threads: int, cache_bytes: int) -> int:
+    """DRAM bytes of ``kernel``'s re-reads that the caches cannot hold (module doc):
+    ``running_threads`` threads run at once over the GPU, ``cache_bytes`` of L2."""
+    per_block = kernel.block_threads
+    return sum(r.spilled_bytes(running_threads, per_block, cache_bytes)
+               for r in self_reuse(scop, kernel, params, plan, resident))

@@ -1,0 +1,97 @@
+"""A thread's re-reads of its own elements (memory/self_reuse.py): what the traffic model's
+per-block count misses where every thread cycles over a footprint the caches cannot
+hold for all of them -- a thread per element of the interleaved batched Cholesky."""
+
+from __future__ import annotations
+
+from polygpu.memory.self_reuse import self_reuse, spilled_rereads
+from polygpu.pipeline import prepare
+from polygpu.schedule.variant import Variant
+from polygpu.search import plan_model
+
+SOA = "kernels/batched_cholesky_soa.c"
+DOUBLE = ("DATA_TYPE=double", "SQRT_FUN=sqrt")
+# a launched thread per element, 128 a block (the model's pick before this term)
+THREAD = dict(candidate=0, tile=(128,), threads=(128,), shared=True, specialize=True)
+
+
+def _reuse(spec, params, variant, defines=()):
+    prepared = prepare(spec, defines=defines, params=params)
+    c = plan_model.sketch(prepared, variant)
+    (kernel, _, values, _), = c.modelled_launches(params)
+    return c, kernel, values, {r.array: r for r in self_reuse(c.kernel_scop, kernel,
+                                                               values, c.memory)}
+
+
+def test_a_thread_per_interleaved_element_re_reads_its_triangle():
+    """Each thread touches its element's lower triangle, n (n + 1) / 2 words of ``a``,
+    and its n words of ``b``; the factorization's trailing updates read the triangle
+    about n / 3 times over (each ``a[i][k]`` once per row, kept across the row's loop)."""
+    n, nb = 16, 2048
+    _, _, _, found = _reuse(SOA, {"nb": nb, "n": n}, Variant(**THREAD), DOUBLE)
+    a, b = found["a"], found["b"]
+    assert (a.threads, b.threads) == (nb, nb)
+    assert a.footprint == nb * n * (n + 1) // 2 and b.footprint == nb * n
+    assert a.thread_bytes == 8 * n * (n + 1) / 2
+    assert n / 3 < a.reads / a.footprint < n
+    assert not a.scattered  # consecutive threads read consecutive elements' entries
+
+
+def test_re_reads_cost_dram_only_beyond_the_cache():
+    n, nb = 16, 2048
+    _, kernel, values, found = _reuse(SOA, {"nb": nb, "n": n}, Variant(**THREAD), DOUBLE)
+    a = found["a"]
+    live = nb * a.thread_bytes  # every thread's triangle at once: 2.2 MB
+    assert a.block_bytes == 128 * a.thread_bytes  # no thread shares its element's data
+    assert a.live_bytes(nb, 128) == live == a.touched_bytes
+    assert a.spilled_bytes(nb, 128, cache_bytes=int(live) + 1) == 0
+    assert a.spilled_bytes(nb // 4, 128, cache_bytes=int(live / 2)) == 0  # a quarter
+    assert a.spilled_bytes(nb, 128, cache_bytes=int(live / 2)) == \
+        (a.reads - a.footprint) * 8
+    c = _reuse(SOA, {"nb": nb, "n": n}, Variant(**THREAD), DOUBLE)[0]
+    assert spilled_rereads(c.kernel_scop, kernel, values, c.memory, frozenset(), nb,
+                           1 << 20) == sum(r.spilled_bytes(nb, 128, 1 << 20)
+                                           for r in found.values()) > 0
+    # a resident copy is read from shared memory: nothing of it spills
+    assert spilled_rereads(c.kernel_scop, kernel, values, c.memory,
+                           frozenset({"a", "b"}), nb, 1 << 20) == 0
+
+
+def test_mm_register_tiles_load_each_element_once():
+    """A register tile's jammed reads load an element once for all the thread's points
+    (and the reduction's target stays in a register across its loop)."""
+    variant = Variant(tile=(64, 64), threads=(16, 16), jam=True, shared=False)
+    _, _, _, found = _reuse("kernels/mm.c", {"n": 256}, variant)
+    assert set(found) == {"a", "b"}  # (c: a register buffer)
+    for r in found.values():
+        assert r.reads <= r.footprint, r
+
+
+def test_mm_threads_share_what_they_re_read():
+    """Without the jam, a thread of four points along j reads its row of ``a`` once per
+    point (4x its footprint), but the 32 threads of its block row read the same row at
+    once: what a block keeps in flight is its rows and columns, counted once, and no
+    more than the arrays hold -- nothing spills at n = 256 (768 KB in all)."""
+    n = 256
+    variant = Variant(tile=(32, 32), threads=(32, 8), shared=False)
+    c, kernel, values, found = _reuse("kernels/mm.c", {"n": n}, variant)
+    a = found["a"]
+    assert a.reads == 4 * a.footprint
+    assert a.block_bytes == 32 * n * 4 and a.touched_bytes == n * n * 4
+    running = 132 * 2048
+    assert a.live_bytes(running, 256) == a.touched_bytes
+    assert spilled_rereads(c.kernel_scop, kernel, values, c.memory, frozenset(), running,
+                           50 << 20) == 0
+
+
+def test_the_model_no_longer_picks_a_thread_per_interleaved_element_at_n_64():
+    """At n = 64 in double (1.5 GB) a thread per element keeps 384 MB of triangles in
+    flight: the model prices its re-reads from DRAM, and picks a block per element."""
+    params = {"nb": 23076, "n": 64}
+    prepared = prepare(SOA, defines=DOUBLE, params=params)
+    thread = plan_model.estimate(prepared, Variant(**THREAD, time_tile=16), params)
+    assert "launches" in thread.detail
+    traffic_mb = float(thread.detail.split(", ")[1].split(" MB")[0].replace(",", ""))
+    assert traffic_mb > 10_000  # the re-reads (the per-block count alone: 792 MB)
+    choice = plan_model.choose(prepared, params)
+    assert choice.variant.device_steps and choice.variant.resident

@@ -1,0 +1,22 @@
+# GPU calls of 2026-12-07 (thirty-seventh session), one H100: the interleaved (SoA)
+# Cholesky timed for the first time, every plan its default ranks beside it (the model
+# picks a launched thread per element: its traffic model counts an element's re-reads
+# once, a perfect per-block cache); the products (gemm, gemv, dot) on the H100 at 1.5 GB,
+# not swept there since 2026-11-27, each default checked at the timed sizes too.
+# Usage: bash tuning/gpu_session_calls_2026-12-07.sh CASE...
+. tuning/gpu_session_run.sh  # the wheels, run()
+for case in "$@"; do
+  case "$case" in
+  # (the thread per element, the pick before memory/self_reuse.py, as --also: the
+  # ranking no longer holds it among each candidate's two best)
+  soa) run soa 240 --op cholesky_soa --n 16 32 64 --dtype float64 --megabytes 1536 --mappings --per-candidate 2 --no-square --repeats 5 --also tuning/probes/batched_cholesky_soa_thread_2026-12-07.json ;;
+  p64) run p64 170 --op gemm --op gemv --op dot --dtype float64 --n 16 32 64 128 --megabytes 1536 --no-square --check-full --repeats 10 ;;
+  p32) run p32 170 --op gemm --op gemv --op dot --dtype float32 --n 16 32 64 128 --megabytes 1536 --no-square --check-full --repeats 10 ;;
+  # the small elements, both precisions
+  small) run small 200 --op gemm --op gemv --op dot --dtype float32 --dtype float64 --n 2 4 8 --megabytes 1536 --no-square --check-full --repeats 10 ;;
+  # the interleaved products, fp32
+  psoa) run psoa 200 --op gemm_soa --op gemv_soa --op dot_soa --n 2 8 16 32 64 128 --megabytes 1536 --no-square --check-full --repeats 10 ;;
+  # the Cholesky defaults at every n of the mark, both precisions
+  chol) run chol 180 --op cholesky --n 8 16 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 10 ;;
+  esac
+done
