@@ -6,18 +6,19 @@ shared by its threads in lock-step (a warp reads one row of mm's ``A`` together,
 stencil's neighbours) or where what each thread re-reads fits the caches.  It fails where
 every thread cycles over a private footprint too large for the caches of all the threads
 running at once: a thread per element of an interleaved batched Cholesky re-reads its
-element's ``n^2 / 2`` words about ``n / 3`` times, and at ``n = 64`` in double the
-2048 threads an SM holds keep 32 MB each SM in flight, 4 GB over the GPU -- every re-read
-then comes from DRAM, 30x the traffic the per-block count gives.
+element's ``n^2 / 2`` words about ``n / 3`` times over, and at ``n = 64`` in double its
+23,076 threads keep 384 MB in flight, 8x the L2 cache -- the re-reads come from DRAM,
+17 GB where the per-block count gives 0.8.
 
-:func:`spilled_rereads` counts, per array read from global memory, the reads a thread
-makes beyond its own footprint (its distinct elements, counted with isl on a few sample
-threads) and returns them as DRAM traffic where the footprints of all threads resident
-at once exceed the L2 cache.  The reads are counted as the operand loads count them (a
-register tile's jammed reads once per step of all its points), so mm's register tiles,
-whose threads read each element once, add nothing; nor does anything a cache could
-hold.  Between L1 and L2 (footprints too large for an SM's L1, small enough for L2) the
-re-reads are L2 hits, which this model does not price.
+:func:`spilled_rereads` counts, per array read from global memory, a thread's loads of
+it beyond its own footprint (its distinct elements; both counted with isl on three
+sample threads) and prices them as DRAM traffic where what the running threads keep in
+flight exceeds L2: the least of their footprints summed, their blocks' footprints
+(threads that share a row, like mm's, count it once) and everything the kernel reads.
+A thread's loads are one per point of its loops but the innermost (a read that does not
+move along that loop stays in a register) or, with a register tile, but the unrolled
+point loops -- so a register tile's threads, which load each element once, add nothing.
+Re-reads that fit L2 but not L1 are L2 hits, which this model does not price.
 """
 
 from __future__ import annotations
@@ -28,12 +29,11 @@ import islpy as isl
 
 from polygpu.memory.operand_loads import thread_stride
 from polygpu.memory.placement import MemoryPlan
+from polygpu.memory.traffic import SECTOR_BYTES
 from polygpu.model.dependences import maps_of
 from polygpu.model.isl_util import count_points
 from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.tiling import TiledKernel
-
-SECTOR_BYTES = 32  # what DRAM moves for any access (memory/traffic.py)
 
 
 @dataclass(frozen=True)
