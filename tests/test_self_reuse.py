@@ -95,3 +95,26 @@ def test_the_model_no_longer_picks_a_thread_per_interleaved_element_at_n_64():
     assert traffic_mb > 10_000  # the re-reads (the per-block count alone: 792 MB)
     choice = plan_model.choose(prepared, params)
     assert choice.variant.device_steps and choice.variant.resident
+
+
+def test_the_interleaved_picks_are_exact_at_odd_sizes():
+    """The model's picks for the interleaved Cholesky in double at 1.5 GB (n = 16: four
+    warps a block, an element each; n = 64: a block of 8 x 16 threads per element, both
+    resident), checked against the loop nest at nb = 37, n = 17 on the emulator."""
+    from polygpu.pipeline import compile_variant
+    from polygpu.runtime.check import check_program
+
+    picks = []
+    for n, nb in ((16, 352941), (64, 23076)):
+        sizes = {"nb": nb, "n": n}
+        picks.append(plan_model.choose(prepare(SOA, defines=DOUBLE, params=sizes),
+                                       sizes).variant)
+    assert [(v.device_steps, v.resident, v.elements_per_block) for v in picks] == [
+        (True, True, 4), (True, True, 1)]
+    params = {"nb": 37, "n": 17}
+    prepared = prepare(SOA, defines=DOUBLE, params=params)
+    for variant in picks:
+        compiled = compile_variant(prepared, variant, params)
+        result = check_program(compiled.program, compiled.source_scop, SOA, params,
+                               seed=17, defines=DOUBLE)
+        assert result.ok, (variant, result.message)
