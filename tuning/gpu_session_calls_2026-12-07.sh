@@ -9,9 +9,12 @@ for case in "$@"; do
   case "$case" in
   # (the thread per element, the pick before memory/self_reuse.py, as --also: the
   # ranking no longer holds it among each candidate's two best)
-  soa) run soa 240 --op cholesky_soa --n 16 32 64 --dtype float64 --megabytes 1536 --mappings --per-candidate 2 --no-square --repeats 5 --also tuning/probes/batched_cholesky_soa_thread_2026-12-07.json ;;
-  p64) run p64 170 --op gemm --op gemv --op dot --dtype float64 --n 16 32 64 128 --megabytes 1536 --no-square --check-full --repeats 10 ;;
-  p32) run p32 170 --op gemm --op gemv --op dot --dtype float32 --n 16 32 64 128 --megabytes 1536 --no-square --check-full --repeats 10 ;;
+  soa) run soa 220 --op cholesky_soa --n 16 32 64 --dtype float64 --megabytes 1536 --mappings --per-candidate 2 --no-square --repeats 5 --also tuning/probes/batched_cholesky_soa_thread_2026-12-07.json ;;
+  # with four double tensor-core plans of a warp tile of 32 x 64 (4 rows a thread: 16
+  # instructions a step for 4 + 8 fragment loads, against the default's 8 for 2 + 8),
+  # three without the register prefetch that would hold them over 230 registers
+  p64) run p64 220 --op gemm --op gemv --op dot --dtype float64 --n 16 32 64 128 --megabytes 1536 --no-square --check-full --repeats 10 --also tuning/probes/batched_mma_warp_tiles_2026-12-07.json ;;
+  p32) run p32 150 --op gemm --op gemv --op dot --dtype float32 --n 16 32 64 128 --megabytes 1536 --no-square --check-full --repeats 10 ;;
   # the small elements, both precisions
   small) run small 200 --op gemm --op gemv --op dot --dtype float32 --dtype float64 --n 2 4 8 --megabytes 1536 --no-square --check-full --repeats 10 ;;
   # the interleaved products, fp32
