@@ -498,3 +498,25 @@ def test_the_tuners_sketch_prices_a_resident_element_as_the_default_does():
     assert numbers[True]["instances"] == numbers[False]["instances"]
     assert numbers[True]["operand_loads"] <= 3 * numbers[True]["instances"]
     assert numbers[False]["operand_loads"] > 20 * numbers[True]["operand_loads"]
+
+
+@pytest.mark.parametrize("path, fastest", [("kernels/batched_cholesky_soa.c", True),
+                                           (CHOLESKY, False)])
+def test_interleaved_elements_are_copied_by_the_block_element_fastest(path, fastest):
+    """A warp per element, four a block: interleaved elements (``a[i][j][e]``) are
+    copied by the whole block with the element the fastest index -- a warp reads 8
+    entries of 4 neighbouring elements, whole sectors, where its own element alone
+    would take a sector a word -- and a block barrier around the steps; elements one
+    after another (AoS) keep a warp's copy of its own element.  Exact at nb = 37 (a
+    partial last block) and n = 17."""
+    params = {"nb": 37, "n": 17}
+    prepared = prepare(path, params=params)
+    variant = _resident(prepared, tile=(32, 32), threads=(4, 8), elements_per_block=4)
+    compiled = compile_variant(prepared, variant, params)
+    text = compiled.program.source
+    assert ("const int pg_group = pg_l % 4;" in text) == fastest
+    assert ("pg_l / " in text) == fastest
+    steps = text[text.index("_steps("):]
+    assert ("__syncthreads()" in steps) == fastest
+    result = check_program(compiled.program, compiled.source_scop, path, params, seed=4)
+    assert result.ok, result.message

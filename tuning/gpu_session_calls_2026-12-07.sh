@@ -23,3 +23,14 @@ for case in "$@"; do
   chol) run chol 180 --op cholesky --n 8 16 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 10 ;;
   esac
 done
+# (the session's last call) the interleaved Cholesky with a block's copies of its
+# elements element-fastest (codegen/staging.interleaved), against the tree before it
+# (c9f3a18, unpacked into the untracked base/) in the same call: the defaults at n = 16,
+# 32, 64 and, at 64, a warp per element four a block and the 8 x 8 block
+# (tuning/probes/batched_cholesky_soa_groups_2026-12-07.json)
+case " $* " in *" groups "*)
+  mkdir -p $OUT/base
+  (cd base && PYTHONPATH=/tmp/site:$PWD timeout 80 python tuning/batched.py --op cholesky_soa --n 32 64 --dtype float64 --megabytes 1536 --no-square --repeats 5 --also ../tuning/probes/batched_cholesky_soa_groups_2026-12-07.json --out $OUT/base > $OUT/log_base.txt 2>&1)
+  grep -h "^{" $OUT/log_base.txt | cut -c1-700
+  run groups 120 --op cholesky_soa --n 16 32 64 --dtype float64 --megabytes 1536 --no-square --repeats 5 --also tuning/probes/batched_cholesky_soa_groups_2026-12-07.json ;;
+esac

@@ -1083,7 +1083,10 @@ def _resident(scop: Scop, resident: list, threads: int, index64: bool, dynamic: 
         out += staging.declarations(resident, dynamic)
     else:
         out += staging.group_declarations(resident, dynamic, elements, _GROUP)
-    together = elements > 1 and threads < BLOCK_COPIES_BELOW
+    # (interleaved elements: the block's copies read neighbouring elements' words
+    # together, whole sectors, where a group alone reads a word a sector)
+    together = elements > 1 and (threads < BLOCK_COPIES_BELOW or bool(bind) and any(
+        staging.interleaved(b, scop.host[0]) for b in resident))
     pointers = staging.group_pointers(resident, dynamic, elements, _GROUP) \
         if together else [None] * len(resident)
     copied = elements if together else 1

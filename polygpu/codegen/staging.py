@@ -511,14 +511,18 @@ def resident_copies_in(entries: Sequence[tuple[Buffer, Sequence]], printer: Prin
         batch, held = [], 0
 
     for buffer, rebind in entries:
+        fastest = elements > 1 and interleaved(buffer, element)
         if BATCHED_COPY_BYTES <= 0:
-            out += resident_copy(buffer, printer, "in", threads, known, elements, rebind)
+            out += resident_copy(buffer, printer, "in", threads, known, elements, rebind,
+                                 fastest)
             continue
-        parts = _copy_parts(buffer, printer, "in", threads, known, elements, rebind)
+        parts = _copy_parts(buffer, printer, "in", threads, known, elements, rebind,
+                            fastest)
         rounds = -(-parts.total // parts.stride)
         nbytes = rounds * buffer.element_size
         if nbytes > BATCHED_COPY_BYTES:
-            out += resident_copy(buffer, printer, "in", threads, known, elements, rebind)
+            out += resident_copy(buffer, printer, "in", threads, known, elements, rebind,
+                                 fastest)
             continue
         if held + nbytes > BATCHED_COPY_BYTES:
             flush()
@@ -552,8 +556,24 @@ class _CopyParts:
     global_ref: str
 
 
+def interleaved(buffer: Buffer, element: str | None) -> bool:
+    """Whether ``buffer``'s box is one word wide along its array's innermost dimension
+    and moves there one word per batch element (the parameter ``element``): elements
+    interleaved (SoA, ``a[i][j][e]``), so neighbouring elements' words share sectors."""
+    box = buffer.box
+    if element is None or not box.extents or box.extents[-1] != 1:
+        return False
+    base = box.base[-1]
+    k = base.get_domain_space().find_dim_by_name(isl.dim_type.param, element)
+    pieces = base.get_pieces() if k >= 0 else []
+    return bool(pieces) and all(
+        aff.get_coefficient_val(isl.dim_type.param, k).to_python() == 1
+        for _, aff in pieces)
+
+
 def _copy_parts(buffer: Buffer, printer: Printer, direction: str, threads: int,
-                known: isl.Set, elements: int, rebind: Sequence) -> _CopyParts:
+                known: isl.Set, elements: int, rebind: Sequence,
+                element_fastest: bool = False) -> _CopyParts:
     footprint = buffer.writes if direction == "out" else buffer.reads
     extents = copied_extents(footprint, buffer, known)
     u = [f"pg_u{k}" for k in range(len(extents))]
@@ -565,8 +585,12 @@ def _copy_parts(buffer: Buffer, printer: Printer, direction: str, threads: int,
     if elements == 1:
         return _CopyParts(size, threads, TID, "pg_i", _unpack(u, extents), guard, local,
                           global_ref)
-    element = [cgen.Line(f"const int {GROUP} = pg_l / {size};"), *rebind,
-               cgen.Line(f"const int pg_i = pg_l % {size};")]
+    if element_fastest:  # consecutive threads, consecutive elements' words
+        element = [cgen.Line(f"const int {GROUP} = pg_l % {elements};"), *rebind,
+                   cgen.Line(f"const int pg_i = pg_l / {elements};")]
+    else:
+        element = [cgen.Line(f"const int {GROUP} = pg_l / {size};"), *rebind,
+                   cgen.Line(f"const int pg_i = pg_l % {size};")]
     return _CopyParts(size * elements, threads * elements, "threadIdx.x", "pg_l",
                       element + _unpack(u, extents), guard, local, global_ref)
 
@@ -580,7 +604,8 @@ def resident_copies_out(entries: Sequence[tuple[Buffer, Sequence]], printer: Pri
     whole in 16-byte vectors, a partial block word by word (:func:`resident_copy`)."""
     out: list = []
     for buffer, rebind in entries:
-        words = resident_copy(buffer, printer, "out", threads, known, elements, rebind)
+        words = resident_copy(buffer, printer, "out", threads, known, elements, rebind,
+                              elements > 1 and interleaved(buffer, element))
         ranged = _block_range(buffer, printer, scop, known, element, elements, rebind,
                               dynamic, "out")
         if ranged is None:
@@ -744,7 +769,8 @@ def _batched(buffer: Buffer, parts: _CopyParts, rounds: int) -> _BatchedCopy:
 
 
 def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int,
-                  known: isl.Set, elements: int = 1, rebind: Sequence = ()) -> list:
+                  known: isl.Set, elements: int = 1, rebind: Sequence = (),
+                  element_fastest: bool = False) -> list:
     """Copy-in (global -> buffer, where read) or copy-out (buffer -> global, where
     written) of a resident buffer (:mod:`polygpu.memory.residence`): its box linearised
     and dealt cyclically to the block's ``threads`` threads, guarded by the exact
@@ -756,8 +782,11 @@ def resident_copy(buffer: Buffer, printer: Printer, direction: str, threads: int
     host iterator and buffer pointer, shadowing the thread's own).  Consecutive
     elements of a batch are mostly adjacent in memory, so a warp's loads run over
     several elements' boxes instead of a group's few words, and the index arithmetic
-    is spread over the whole block."""
-    p = _copy_parts(buffer, printer, direction, threads, known, elements, rebind)
+    is spread over the whole block.  With ``element_fastest`` (interleaved elements,
+    :func:`interleaved`) the element is the linear index's fastest coordinate instead:
+    a warp's loads run over neighbouring elements' words of one entry, whole sectors."""
+    p = _copy_parts(buffer, printer, direction, threads, known, elements, rebind,
+                    element_fastest)
     move = cgen.Line(f"{p.local} = {p.global_ref};" if direction == "in"
                      else f"{p.global_ref} = {p.local};")
     body = [move] if p.guard in ("1", "") else [cgen.If(p.guard, cgen.Block([move]))]
