@@ -34,3 +34,11 @@ case " $* " in *" groups "*)
   grep -h "^{" $OUT/log_base.txt | cut -c1-700
   run groups 120 --op cholesky_soa --n 16 32 64 --dtype float64 --megabytes 1536 --no-square --repeats 5 --also tuning/probes/batched_cholesky_soa_groups_2026-12-07.json ;;
 esac
+# (what the last 258 s of device time could hold) the same, trimmed: the tree before at
+# n = 32 alone, then the defaults at n = 32, 64 and the probe plans at 64
+case " $* " in *" groups_short "*)
+  mkdir -p $OUT/base
+  (cd base && PYTHONPATH=/tmp/site:$PWD timeout 30 python tuning/batched.py --op cholesky_soa --n 32 --dtype float64 --megabytes 1536 --no-square --repeats 5 --out $OUT/base > $OUT/log_base.txt 2>&1)
+  grep -h "^{" $OUT/log_base.txt | cut -c1-400
+  run groups 75 --op cholesky_soa --n 32 64 --dtype float64 --megabytes 1536 --no-square --repeats 5 --also tuning/probes/batched_cholesky_soa_groups_2026-12-07.json ;;
+esac
