@@ -29,7 +29,7 @@ import islpy as isl
 
 from polygpu.memory.operand_loads import thread_stride
 from polygpu.memory.placement import MemoryPlan
-from polygpu.memory.traffic import SECTOR_BYTES
+from polygpu.memory.traffic import SECTOR_BYTES, sample_tiles
 from polygpu.model.dependences import maps_of
 from polygpu.model.isl_util import count_points
 from polygpu.model.scop import Scop, fix_parameters
@@ -71,22 +71,6 @@ class SelfReuse:
             return 0
         width = SECTOR_BYTES if self.scattered else self.element_size
         return (self.reads - self.footprint) * width
-
-
-def _samples(ids: isl.Set) -> list[isl.Set]:
-    """The first, the last and a middle id (of a block or thread), each a singleton."""
-    picks = [ids.lexmin(), ids.lexmax()]
-    lo = ids.lexmin().sample_point()
-    hi = ids.lexmax().sample_point()
-    mid = ids
-    for d in range(ids.dim(isl.dim_type.set)):
-        a = lo.get_coordinate_val(isl.dim_type.set, d).to_python()
-        b = hi.get_coordinate_val(isl.dim_type.set, d).to_python()
-        fixed = mid.fix_val(isl.dim_type.set, d, isl.Val((a + b) // 2))
-        if fixed.is_empty():
-            return picks
-        mid = fixed
-    return picks + [mid.lexmin()]
 
 
 def _kept_dims(kernel: TiledKernel, schedule: isl.Map) -> list[int]:
@@ -157,7 +141,7 @@ def self_reuse(scop: Scop, kernel: TiledKernel, params: dict[str, int],
         if n_threads == 0:
             continue
         footprints, reads = [], []
-        for t in _samples(threads):
+        for t in sample_tiles(threads):
             footprints.append(_footprint(refs, schedules, t))
             loads = 0
             for a, rel in refs:  # one load per point of a thread's kept loops and element
@@ -165,7 +149,7 @@ def self_reuse(scop: Scop, kernel: TiledKernel, params: dict[str, int],
                 kept = _project(_of(sched, t), _kept_dims(kernel, sched))
                 loads += count_points(kept.reverse().apply_range(rel).wrap())
             reads.append(loads)
-        blocks = _samples(_ids(refs, schedules, m).coalesce())
+        blocks = sample_tiles(_ids(refs, schedules, m).coalesce())
         block = sum(_footprint(refs, schedules, b) for b in blocks) / len(blocks)
         touched = count_points(_union([rel.intersect_domain(schedules[a.statement].domain())
                                        .range() for a, rel in refs]).coalesce())

@@ -122,9 +122,9 @@ def kernel_traffic(scop: Scop, kernel: TiledKernel, name: str,
     return tuple(result)
 
 
-def _sample_tiles(tiles: isl.Set) -> list[isl.Set]:
-    """A few tiles to measure: the first, the last and one near the middle of the
-    bounding box (when it is a tile), each as a singleton set."""
+def sample_tiles(tiles: isl.Set) -> list[isl.Set]:
+    """A few tiles (or threads: any ids) to measure: the first, the last and one near the
+    middle of the bounding box (when it is one), each as a singleton set."""
     picks = [tiles.lexmin(), tiles.lexmax()]
     mid = tiles
     for d in range(tiles.dim(isl.dim_type.set)):
@@ -212,7 +212,7 @@ def estimated_traffic(scop: Scop, kernel: TiledKernel, name: str,
             if rel.is_injective():  # no element in two tiles: exactly the elements
                 counts.append(round(count_points(rel.range()) * factor))
                 continue
-            sizes = [count_points(rel.intersect_domain(t).range()) for t in _sample_tiles(tiles)]
+            sizes = [count_points(rel.intersect_domain(t).range()) for t in sample_tiles(tiles)]
             counts.append(round(n_tiles * sum(sizes) / len(sizes) * factor))
         result.append(Traffic(name, array.name, counts[0], counts[1], array.element_size))
     return tuple(result)
