@@ -39,7 +39,7 @@ def test_a_thread_per_interleaved_element_re_reads_its_triangle():
 
 def test_re_reads_cost_dram_only_beyond_the_cache():
     n, nb = 16, 2048
-    _, kernel, values, found = _reuse(SOA, {"nb": nb, "n": n}, Variant(**THREAD), DOUBLE)
+    c, kernel, values, found = _reuse(SOA, {"nb": nb, "n": n}, Variant(**THREAD), DOUBLE)
     a = found["a"]
     live = nb * a.thread_bytes  # every thread's triangle at once: 2.2 MB
     assert a.block_bytes == 128 * a.thread_bytes  # no thread shares its element's data
@@ -48,7 +48,6 @@ def test_re_reads_cost_dram_only_beyond_the_cache():
     assert a.spilled_bytes(nb // 4, 128, cache_bytes=int(live / 2)) == 0  # a quarter
     assert a.spilled_bytes(nb, 128, cache_bytes=int(live / 2)) == \
         (a.reads - a.footprint) * 8
-    c = _reuse(SOA, {"nb": nb, "n": n}, Variant(**THREAD), DOUBLE)[0]
     assert spilled_rereads(c.kernel_scop, kernel, values, c.memory, frozenset(), nb,
                            1 << 20) == sum(r.spilled_bytes(nb, 128, 1 << 20)
                                            for r in found.values()) > 0

@@ -151,8 +151,8 @@ def self_reuse(scop: Scop, kernel: TiledKernel, params: dict[str, int],
             reads.append(loads)
         blocks = sample_tiles(_ids(refs, schedules, m).coalesce())
         block = sum(_footprint(refs, schedules, b) for b in blocks) / len(blocks)
-        touched = count_points(_union([rel.intersect_domain(schedules[a.statement].domain())
-                                       .range() for a, rel in refs]).coalesce())
+        touched = count_points(_union(rel.intersect_domain(schedules[a.statement].domain())
+                                      .range() for a, rel in refs).coalesce())
         scattered = any(_scattered(scop, kernel, a.statement, a, params) for a, _ in refs)
         size = array.element_size
         result.append(SelfReuse(array.name, n_threads,
@@ -162,24 +162,28 @@ def self_reuse(scop: Scop, kernel: TiledKernel, params: dict[str, int],
     return tuple(result)
 
 
-def _ids(refs, schedules: dict[str, isl.Map], dims: int) -> isl.Set:
-    """The ids (the schedules' first ``dims`` dimensions) of the instances of ``refs``."""
-    return _union([_project(schedules[a.statement], list(range(dims))).range()
-                   for a, _ in refs])
-
-
-def _footprint(refs, schedules: dict[str, isl.Map], ids: isl.Set) -> int:
-    """The distinct elements ``refs`` read in the instances of ``ids``."""
-    return count_points(_union([
-        rel.intersect_domain(_of(schedules[a.statement], ids).domain()).range()
-        for a, rel in refs]).coalesce())
-
-
-def _union(sets: list[isl.Set]) -> isl.Set:
+def _union(sets) -> isl.Set:
+    """The union of sets of one space, as a set, empty ones included (an isl union set,
+    ``union_of_sets``, drops empty parts: a union of empty footprints has no space to
+    return a set in)."""
+    sets = list(sets)
     out = sets[0]
     for s in sets[1:]:
         out = out.union(s)
     return out
+
+
+def _ids(refs, schedules: dict[str, isl.Map], dims: int) -> isl.Set:
+    """The ids (the schedules' first ``dims`` dimensions) of the instances of ``refs``."""
+    return _union(_project(schedules[a.statement], list(range(dims))).range()
+                  for a, _ in refs)
+
+
+def _footprint(refs, schedules: dict[str, isl.Map], ids: isl.Set) -> int:
+    """The distinct elements ``refs`` read in the instances of ``ids``."""
+    return count_points(_union(
+        rel.intersect_domain(_of(schedules[a.statement], ids).domain()).range()
+        for a, rel in refs).coalesce())
 
 
 def spilled_rereads(scop: Scop, kernel: TiledKernel, params: dict[str, int],

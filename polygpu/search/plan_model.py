@@ -370,6 +370,7 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
     costs = []
     for k, name, values, times in c.modelled_launches(params):
         launch = c.program.launches[names.index(name)]
+        grid = blocks[names.index(name)]
         in_shared = (resident_arrays or {}).get(k.index, frozenset())
         loads = operand_loads(scop, k, values, c.memory, in_shared)
         threads = math.prod(launch.block)
@@ -378,13 +379,12 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
         per_sm = occupancy(threads, registers, shared, limits).blocks_per_sm
         conc = resident = None
         if guess_concurrency:
-            _, conc = concurrency(threads, registers, shared,
-                                  max(blocks[names.index(name)], 1),
+            _, conc = concurrency(threads, registers, shared, max(grid, 1),
                                   limits.multiprocessors, limits)
             resident = per_sm
         # threads' re-reads of their own elements beyond what L2 holds for all the
         # threads running at once (memory/self_reuse.py)
-        running = min(blocks[names.index(name)], per_sm * limits.multiprocessors) * threads
+        running = min(grid, per_sm * limits.multiprocessors) * threads
         spilled = spilled_rereads(scop, k, values, c.memory, in_shared, running,
                                   limits.l2_bytes)
         costs.append(LaunchCost(
@@ -392,8 +392,7 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
             traffic_bytes=(sum(t.bytes for t in estimated_traffic(
                 scop, k, name, values, c.memory)) + spilled) * times,
             instances=loads.instances * times, operand_loads=round(loads.loads * times),
-            blocks=blocks[names.index(name)],
-            prefetched=c.memory.prefetches(k.index),
+            blocks=grid, prefetched=c.memory.prefetches(k.index),
             concurrency=conc, barriers=block_barriers(scop, k, values, c.memory) * times,
             resident_blocks=resident, threads=threads))
     return tuple(costs)
