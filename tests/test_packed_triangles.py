@@ -11,6 +11,7 @@ import pytest
 
 from polygpu.codegen.expressions import packed_subscript
 from polygpu.errors import PolygpuError
+from polygpu.memory.footprints import triangle_pair
 from polygpu.memory.residence import packable_at
 from polygpu.pipeline import compile_variant, prepare
 from polygpu.runtime.check import check_program
@@ -94,6 +95,38 @@ def test_packed_in_double():
     assert "double (*pg_res_a)[9][17]" in compiled.program.source
     result = check_program(compiled.program, compiled.source_scop, CHOLESKY, params,
                            seed=5, defines=DOUBLE)
+    assert result.ok, result.message
+
+
+SOA = "kernels/batched_cholesky_soa.c"  # the same, elements interleaved: a[i][j][e]
+
+
+def test_the_triangle_pair_skips_trailing_unit_dimensions():
+    assert triangle_pair((1, 64, 64)) == (1, 2)
+    assert triangle_pair((64, 64, 1)) == (0, 1)
+    assert triangle_pair((64, 1)) == (0, 1)  # (no triangle: refused by its words)
+
+
+@pytest.mark.parametrize("n", [5, 17])
+@pytest.mark.parametrize("fields", [BLOCK, GROUPS], ids=["block", "groups"])
+def test_an_interleaved_element_is_packed_before_its_unit_dimension(n, fields):
+    """Interleaved (SoA) elements: the box of ``a[i][j][e]`` is one word wide along
+    ``e``, so the triangle is in the two dimensions before it -- packed into
+    ``[h][2 h + 1][1]`` (n = 17: 9 rows of 17 words, not 17 x 18), the element's word
+    ``[0]`` last; exact at nb = 37, in double, with a block per element and a warp per
+    element four a block (whose copies run element-fastest)."""
+    params = {"nb": 37, "n": n}
+    compiled = _compiled(params, fields, DOUBLE, SOA)
+    (residence,) = compiled.residences
+    a = next(b for b in residence.buffers if b.array == "a")
+    fold = n // 2
+    assert a.packed == fold and a.triangle == (0, 1)
+    assert a.row_extents == (n - fold, 2 * fold + 1, 1)
+    source = compiled.program.source
+    assert f"[{n - fold}][{2 * fold + 1}][1];" in source
+    assert re.search(r"pg_res_a\[\(pg_u0\) >= \d+ \? .*\]\[pg_u2\] = ", source)
+    result = check_program(compiled.program, compiled.source_scop, SOA, params,
+                           seed=7, defines=DOUBLE)
     assert result.ok, result.message
 
 

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from polygpu.frontend import ir
+from polygpu.memory.footprints import triangle_pair
 
 INT_HELPERS = """\
 __device__ __forceinline__ int pg_floordiv(int a, int b)
@@ -155,19 +156,23 @@ class BufferView:
     extents: tuple[int, ...]
     chunk: tuple[int, ...] = ()
     order: tuple[int, ...] = ()  # storage order of the dimensions (empty: as written)
-    packed: int = 0  # the last two dimensions a packed lower triangle (Buffer.packed)
+    packed: int = 0  # a packed lower triangle (Buffer.packed, Buffer.triangle's dims)
     packed_upper: bool = False  # ... an upper one (Buffer.packed_upper)
     packed_side: int = 0  # the reference's side of the fold, where known (fold_pieces)
 
     def subscript(self, subs: list[str]) -> str:
         if self.packed:  # (stride 1, no chunks, storage as written: residence.py)
-            head = BufferView(self.name, self.base[:-2], self.stride[:-2],
-                              self.extents[:-2]).subscript(subs[:-2]) if len(subs) > 2 \
-                else self.name
+            i, j = triangle_pair(self.extents)  # (the dimensions after j: extent 1)
+
+            def plain(lo: int, hi: int, name: str) -> str:
+                return BufferView(name, self.base[lo:hi], self.stride[lo:hi],
+                                  self.extents[lo:hi]).subscript(subs[lo:hi]) \
+                    if hi > lo else name
+
             r, c = (sub if base == "0" else f"({sub}) - ({base})"
-                    for sub, base in zip(subs[-2:], self.base[-2:], strict=True))
-            return head + packed_subscript(r, c, self.packed, self.packed_upper,
-                                           self.packed_side)
+                    for sub, base in zip(subs[i:j + 1], self.base[i:j + 1], strict=True))
+            return plain(j + 1, len(subs), plain(0, i, self.name) + packed_subscript(
+                r, c, self.packed, self.packed_upper, self.packed_side))
         parts = []
         chunks = self.chunk or (1,) * len(self.extents)
         for sub, base, stride, extent, w in zip(subs, self.base, self.stride, self.extents,

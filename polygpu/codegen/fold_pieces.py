@@ -160,7 +160,8 @@ def _upper_side(acc: Access, buffer: Buffer, domain: isl.Set) -> isl.Set:
     relation = acc.relation
     space = relation.range().get_space()
     d = space.dim(isl.dim_type.set)
-    k = d - 1 if buffer.packed_upper else d - 2
+    r, c = buffer.triangle
+    k = c if buffer.packed_upper else r
     # (as memory.footprints.box_coordinates: on an unnamed space, then named the array)
     base = buffer.box.base[k]
     unnamed = isl.Space.set_alloc(space.get_ctx(), 0, d).align_params(space) \

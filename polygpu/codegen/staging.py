@@ -107,8 +107,10 @@ def stored(buffer: Buffer, u: Sequence[str], name: str | None = None) -> str:
     its packed triangle."""
     name = buffer_ref(buffer) if name is None else name
     if buffer.packed:
-        return name + "".join(f"[{x}]" for x in u[:-2]) + \
-            packed_subscript(u[-2], u[-1], buffer.packed, buffer.packed_upper)
+        r, c = buffer.triangle
+        return name + "".join(f"[{x}]" for x in u[:r]) + \
+            packed_subscript(u[r], u[c], buffer.packed, buffer.packed_upper) + \
+            "".join(f"[{x}]" for x in u[c + 1:])
     return f"{name}{''.join(f'[{u[d]}]' for d in buffer.storage_order)}"
 
 

@@ -128,6 +128,18 @@ class Box:
         return math.prod(self.extents)
 
 
+def triangle_pair(extents: tuple[int, ...]) -> tuple[int, int]:
+    """The box dimensions ``(rows, columns)`` a packed triangle spans
+    (:attr:`polygpu.memory.placement.Buffer.packed`): the last two, or the last two
+    before a trailing run of dimensions of extent 1.  Why: an interleaved element's box
+    (SoA, ``a[i][j][e]`` with the element ``e`` innermost) is one word wide along the
+    array's innermost dimension; its triangle is in the two dimensions before."""
+    k = len(extents)
+    while k > 2 and extents[k - 1] == 1:
+        k -= 1
+    return k - 2, k - 1
+
+
 def box_coordinates(footprint: isl.Set, box: Box) -> isl.Set:
     """``{ [u] : base + stride u in footprint }``: the box coordinates of the elements of
     ``footprint`` (parameters: the footprint's)."""

@@ -45,7 +45,13 @@ from dataclasses import dataclass, replace
 import islpy as isl
 
 from polygpu.frontend import ir
-from polygpu.memory.footprints import Box, bounding_box, footprint, uniform_base
+from polygpu.memory.footprints import (
+    Box,
+    bounding_box,
+    footprint,
+    triangle_pair,
+    uniform_base,
+)
 from polygpu.memory.liveness import dead_after, live_in_reads
 from polygpu.memory.padding import (
     CostModel,
@@ -122,10 +128,12 @@ class Buffer:
     # the references it serves read only elements the kernel never writes (of an array
     # it does write: :func:`apart_reads`), so it is copied like a read-only array's
     apart: bool = False
-    # h > 0: the last two box dimensions (rows r, columns c) hold a lower triangle
+    # h > 0: two box dimensions (rows r, columns c; the last two, or the last two
+    # before trailing ones of extent 1: footprints.triangle_pair) hold a lower triangle
     # (c <= r) stored packed, as LAPACK's rectangular full packed format: row r >= h at
     # [r - h][c], row r < h at [h - 1 - r][2 h - c] -- R - h rows of 2 h + 1 words for
-    # R x C (h = R / 2: half the words).  Only resident buffers (memory/residence.py)
+    # R x C (h = R / 2: half the words).  Only resident buffers (memory/residence.py),
+    # stored in the box's order
     packed: int = 0
     # the triangle is an upper one (c >= r), packed as the lower triangle of the
     # transposed box: element (r, c) where that box's (c, r) goes (its fold h = C / 2)
@@ -136,6 +144,11 @@ class Buffer:
         return self.order or tuple(range(len(self.box.extents)))
 
     @property
+    def triangle(self) -> tuple[int, int]:
+        """The box dimensions ``(rows, columns)`` of a packed triangle."""
+        return triangle_pair(self.box.extents)
+
+    @property
     def element_size(self) -> int:
         return ir.DTYPES[self.dtype][1]
 
@@ -144,8 +157,10 @@ class Buffer:
         """Declared extents: the box in storage order, innermost padded."""
         extents = tuple(self.box.extents[d] for d in self.storage_order)
         if self.packed:
-            rows = extents[-1] if self.packed_upper else extents[-2]
-            extents = extents[:-2] + (rows - self.packed, 2 * self.packed + 1)
+            r, c = self.triangle
+            rows = extents[c] if self.packed_upper else extents[r]
+            extents = extents[:r] + (rows - self.packed, 2 * self.packed + 1) + \
+                extents[c + 1:]
         return extents[:-1] + (extents[-1] + self.padding,)
 
     @property

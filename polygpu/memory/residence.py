@@ -55,7 +55,7 @@ import islpy as isl
 
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
-from polygpu.memory.footprints import Box, bounding_box, box_coordinates
+from polygpu.memory.footprints import Box, bounding_box, box_coordinates, triangle_pair
 from polygpu.memory.padding import CostModel, SharedReference, choose_padding
 from polygpu.memory.placement import MAX_SHARED_BYTES, Buffer, thread_steps
 from polygpu.model.scop import Scop
@@ -224,13 +224,18 @@ def packing(footprint: isl.Set, box: Box) -> tuple[int, bool]:
 def triangle_fold(footprint: isl.Set, box: Box, upper: bool = False) -> int:
     """The fold row ``h`` of :attr:`Buffer.packed` for ``footprint`` in ``box``, or 0
     where it cannot be packed: proven with isl, every element has its column at most
-    its row (box coordinates of the last two dimensions, both of stride 1; with
-    ``upper`` at least its row: the transposed box's lower triangle, folded at its
-    rows, the box's columns), and the packed rows take fewer words than the box's."""
+    its row (box coordinates of the triangle's two dimensions, :func:`triangle_pair`,
+    both of stride 1; with ``upper`` at least its row: the transposed box's lower
+    triangle, folded at its rows, the box's columns), and the packed rows take fewer
+    words than the box's."""
     d = len(box.extents)
-    if d < 2 or box.chunk or box.stride[-2:] != (1, 1):
+    if d < 2 or box.chunk:
         return 0
-    rows, columns = box.extents[-2:][::-1] if upper else box.extents[-2:]
+    r, c = triangle_pair(box.extents)
+    if (box.stride[r], box.stride[c]) != (1, 1):
+        return 0
+    rows, columns = (box.extents[c], box.extents[r]) if upper else \
+        (box.extents[r], box.extents[c])
     fold = rows // 2
     if rows < 2 or (rows - fold) * (2 * fold + 1) >= rows * columns:
         return 0
@@ -238,8 +243,8 @@ def triangle_fold(footprint: isl.Set, box: Box, upper: bool = False) -> int:
     sign = -1 if upper else 1
     below = isl.Set.universe(inside.get_space())  # r - c >= 0 (c - r >= 0: upper)
     below = below.add_constraint(isl.Constraint.inequality_alloc(below.get_space())
-                                 .set_coefficient_val(isl.dim_type.set, d - 2, sign)
-                                 .set_coefficient_val(isl.dim_type.set, d - 1, -sign))
+                                 .set_coefficient_val(isl.dim_type.set, r, sign)
+                                 .set_coefficient_val(isl.dim_type.set, c, -sign))
     return fold if inside.is_subset(below) else 0
 
 

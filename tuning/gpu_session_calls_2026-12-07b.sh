@@ -1,0 +1,22 @@
+# GPU calls of 2026-12-07 (thirty-eighth session), one H100 or H200: the interleaved
+# (SoA) Cholesky's element-fastest copies (codegen/staging.interleaved, 4da2c96) against
+# the tree before them (c9f3a18, unpacked into the untracked base/), and its triangles
+# packed (footprints.triangle_pair: the triangle before the element's unit dimension),
+# first built this session.
+# Usage: bash tuning/gpu_session_calls_2026-12-07b.sh CASE...
+. tuning/gpu_session_run.sh  # the wheels, run()
+for case in "$@"; do
+  case "$case" in
+  # the tree before the element-fastest copies: its defaults at n = 32, 64, and at 64 a
+  # warp per element four a block and the 8 x 8 block, unpacked (they could not pack)
+  base) mkdir -p $OUT/base
+    (cd base && PYTHONPATH=/tmp/site:$PWD timeout 90 python tuning/batched.py --op cholesky_soa --n 32 64 --dtype float64 --megabytes 1536 --no-square --repeats 5 --also ../tuning/probes/batched_cholesky_soa_groups_2026-12-07.json --out $OUT/base > $OUT/log_base.txt 2>&1)
+    grep -h "^{" $OUT/log_base.txt | cut -c1-700; tail -2 $OUT/log_base.txt | cut -c1-300 ;;
+  # this tree: the defaults at n = 16, 32, 64 (checked at the timed sizes too), the same
+  # two plans unpacked, and packed: a warp per element four a block (n = 32, 64), 8 x 8
+  # and 8 x 16 threads an element (n = 64)
+  soa) run soa 200 --op cholesky_soa --n 16 32 64 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 5 --also tuning/probes/batched_cholesky_soa_packed_2026-12-07.json ;;
+  # the AoS Cholesky defaults at every n of the mark, both precisions
+  chol) run chol 180 --op cholesky --n 8 16 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 10 ;;
+  esac
+done
