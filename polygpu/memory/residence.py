@@ -120,7 +120,7 @@ def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
     contracted unless in ``shared_with``: the arrays other launches of the program
     (``Variant.cuts``) touch, which pass through global memory.  With ``packed``, an
     array whose footprint is a lower (or upper) triangle of its box's last two
-    dimensions is stored packed (:func:`packing`)."""
+    dimensions (before trailing ones of extent 1) is stored packed (:func:`packing`)."""
     statements = frozenset(s for k in kernels for s in k.statements)
     atomic = {scop.statement(s).writes[0].array for k in kernels for s in k.atomic}
     context = _block_context(scop, grid_dims)
