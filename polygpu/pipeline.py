@@ -14,7 +14,12 @@ from functools import cached_property, lru_cache
 
 import islpy as isl
 
-from polygpu.codegen.cuda import device_steps_possible, generate, group_threads
+from polygpu.codegen.cuda import (
+    device_steps_possible,
+    generate,
+    group_barrier,
+    group_threads,
+)
 from polygpu.codegen.program import KernelProgram
 from polygpu.errors import PolygpuError
 from polygpu.frontend import load
@@ -568,6 +573,7 @@ def _launch_plan(region: Analysis, an: Analysis, tr: Transformation, variant: Va
             if group * elements > MAX_THREADS:
                 raise ValueError(f"{elements} groups of {group} threads exceed a block's "
                                  f"{MAX_THREADS} threads")
+            group_barrier(group, elements)  # (groups of warps: enough named barriers)
         except ValueError as e:
             raise PolygpuError(f"variant: elements_per_block {elements}: {e}",
                                scop.loc) from None

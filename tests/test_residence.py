@@ -226,12 +226,47 @@ def test_groups_of_threads_per_element_are_exact_at_odd_sizes(n, threads, per_bl
     assert result.ok, result.message
 
 
-def test_groups_need_a_batch_and_at_most_a_warp_per_element():
+SOA = "kernels/batched_cholesky_soa.c"  # the same, elements interleaved: a[i][j][e]
+
+
+@pytest.mark.parametrize("n", [1, 3, 5, 17])
+@pytest.mark.parametrize("path, threads, per_block", [
+    (SOA, (8, 8), 4), (SOA, (8, 16), 2), (CHOLESKY, (8, 8), 3)])
+def test_groups_of_several_warps_synchronize_on_named_barriers(path, threads, per_block, n):
+    """A group of several warps per element (8 x 8 or 8 x 16 threads), several groups a
+    block: each group waits on its own named barrier (``bar.sync 1 + group, threads``:
+    only its warps), never on the block's; resident, packed, interleaved elements are
+    copied by the whole block element-fastest, AoS ones by their group.  Exact at
+    nb = 37 (the last block's groups partly without elements) and odd n, in double."""
+    params = {"nb": 37, "n": n}
+    prepared = prepare(path, defines=DOUBLE, params=params)
+    group = threads[0] * threads[1]
+    variant = Variant.from_json(_resident(
+        prepared, tile=(64, 64), threads=threads, time_tile=32, packed=n > 2,
+        elements_per_block=per_block).to_json() | {
+            "kernels": {"1": {"threads": [group], "tile": [max(64, group)]}}})
+    compiled = compile_variant(prepared, variant, params)
+    (launch,) = compiled.program.launches
+    assert launch.block == (group * per_block, 1, 1)
+    text = compiled.program.source
+    assert f"pg_group_sync(1 + pg_group, {group});" in text
+    steps = text[text.index("_steps("):]
+    interleaved = path == SOA
+    assert steps.count("__syncthreads()") == (2 if interleaved else 0)
+    assert (f"pg_group = pg_l % {per_block};" in text) == interleaved
+    result = check_program(compiled.program, compiled.source_scop, path, params, seed=6,
+                           defines=DOUBLE)
+    assert result.ok, result.message
+
+
+def test_groups_need_a_batch_and_a_named_barrier_each():
+    """Groups of several warps take the block's named barriers 1..15: 16 groups of 64
+    threads are refused (a clear error, no program)."""
     params = {"nb": 37, "n": 5}
     prepared = prepare(CHOLESKY, params=params)
-    with pytest.raises(PolygpuError, match="exceed a warp"):
+    with pytest.raises(PolygpuError, match="15 barriers for groups of several warps"):
         compile_variant(prepared, _resident(prepared, tile=(8, 8), threads=(8, 8),
-                                            elements_per_block=4), params)
+                                            elements_per_block=16), params)
     cholesky = prepare("kernels/cholesky.c", params={"n": 5})
     host = next(k for k, tr in enumerate(cholesky.candidates) if tr.host is not None)
     with pytest.raises(PolygpuError, match="need a batch"):

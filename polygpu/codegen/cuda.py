@@ -493,9 +493,10 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
     :mod:`polygpu.memory.residence`): the block's shared buffers for life, copied in
     before the first step and out after the last; every reference to their arrays goes
     to them.  ``elements`` (a batch's device steps): elements per block, each run by its
-    own group of threads -- the kernels' threads rounded up to a power of two, at most a
-    warp -- whose barriers are ``__syncwarp`` over the group's lanes
-    (:func:`group_threads`).
+    own group of threads -- the kernels' threads rounded up to a power of two -- whose
+    barriers are ``__syncwarp`` over the group's lanes, or a named barrier of the
+    group's own where it has several warps (:func:`group_threads`,
+    :func:`group_barrier`).
 
     ``sizes``: parameter values an unspecialized program is meant for (``compile -p``,
     ``optimize(params=...)``): where 32-bit index arithmetic would overflow at them, the
@@ -542,12 +543,18 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
                 for ks in (launch_kernels or [range(len(kernels))])]
     launch_of = {k.index: n for n, seg in enumerate(segments) for k in seg}
     if device_steps:
-        barrier = "__syncthreads()" if elements == 1 else f"__syncwarp({_MASK})"
-        block_threads = []  # per launch
+        block_threads, barriers = [], []  # per launch
         for seg in segments:
             device_steps_possible(scop, seg, plan, require=True)
-            block_threads.append(max(k.n_threads for k in seg) if elements == 1 else
-                                 group_threads(seg, plan, grid_dims, require=True) * elements)
+            if elements == 1:
+                block_threads.append(max(k.n_threads for k in seg))
+                barriers.append("__syncthreads()")
+                continue
+            group = group_threads(seg, plan, grid_dims, require=True)
+            block_threads.append(group * elements)
+            barriers.append(group_barrier(group, elements))
+        if any(b.startswith(GROUP_SYNC) for b in barriers):
+            parts.append(GROUP_SYNC_HELPER)
     elif residences or elements > 1 or len(segments) > 1:
         raise ValueError("resident buffers, groups and launches need device steps")
     resident = [list(r.buffers) for r in residences] or [[] for _ in segments]
@@ -666,7 +673,8 @@ def generate(scop: Scop, kernels: tuple[TiledKernel, ...], comment: str = "",
             body = _folded_loop(kernel, grid, body, values)
         if device_steps:
             bodies.append(_block_loops(kernel, grid, body, itype,
-                                       block_threads[own] // elements, barrier, threads))
+                                       block_threads[own] // elements, barriers[own],
+                                       threads))
             continue
         launch = _launch_bounds(kernel.block_threads, kernel.min_blocks)
         decl = cgen.FunctionDeclaration(
@@ -818,8 +826,8 @@ def _launch_bounds(threads: int, min_blocks: int) -> str:
 
 def _group_mask(width: int) -> str:
     """The ``__syncwarp`` mask of this thread's group of ``width`` consecutive lanes (a
-    power of two, at most a warp), as C."""
-    return "0xffffffffu" if width == 32 else \
+    power of two; a group of whole warps: its warp), as C."""
+    return "0xffffffffu" if width >= 32 else \
         f"{hex((1 << width) - 1)}u << (threadIdx.x % 32 / {width} * {width})"
 
 
@@ -928,21 +936,50 @@ def group_threads(kernels: tuple[TiledKernel, ...], plan: MemoryPlan | None,
                   grid_dims: int, require: bool = False) -> int | None:
     """The threads of one element's group when a batch's block runs several elements
     (``generate(elements=...)``): the kernels' widest thread count rounded up to a power
-    of two, which must be a warp or less (a group synchronizes with ``__syncwarp``), and
-    no kernel may stage in shared memory of its own (one copy per block, not per
-    element).  None (or ValueError with ``require``) where groups are impossible."""
+    of two (a group of a warp or less synchronizes with ``__syncwarp``, a wider one --
+    whole warps -- with a named barrier of its own: :func:`group_barrier`), and no
+    kernel may stage in shared memory of its own (one copy per block, not per element).
+    None (or ValueError with ``require``) where groups are impossible."""
     why = None
     widest = max(k.n_threads for k in kernels)
     group = 1 << (widest - 1).bit_length()
     if not grid_dims:
         why = "elements per block need a batch"
-    elif group > 32:
-        why = f"{widest} threads per element exceed a warp"
     elif plan is not None and any(b.space == "shared" for b in plan.buffers):
         why = "a kernel stages data in shared memory of its own"
     if why and require:
         raise ValueError(f"groups of threads per element impossible: {why}")
     return None if why else group
+
+
+# a group of several warps per element synchronizes with a named barrier of its own
+# (PTX bar.sync ID, THREADS: only the group's warps wait); ID 0 is __syncthreads', so a
+# block has 15 for its groups
+GROUP_SYNC = "pg_group_sync"
+GROUP_BARRIERS = 15
+GROUP_SYNC_HELPER = f"""\
+// the barrier of one element's group of whole warps: named barrier `id` of `threads`
+__device__ __forceinline__ void {GROUP_SYNC}(int id, int threads)
+{{
+#ifdef __CUDA_ARCH__
+  asm volatile("bar.sync %0, %1;" :: "r"(id), "r"(threads) : "memory");
+#elif defined(POLYGPU_EMULATION)
+  polygpu_named_barrier(id, threads);
+#endif
+}}
+"""
+
+
+def group_barrier(group: int, elements: int) -> str:
+    """The barrier of one element's group of ``group`` threads, ``elements`` groups a
+    block: ``__syncwarp`` over its lanes (a warp at most), else its own named barrier
+    (whole warps; ValueError beyond :data:`GROUP_BARRIERS` groups)."""
+    if group <= 32:
+        return f"__syncwarp({_MASK})"
+    if elements > GROUP_BARRIERS:
+        raise ValueError(f"{elements} groups of {group} threads: a block has "
+                         f"{GROUP_BARRIERS} barriers for groups of several warps")
+    return f"{GROUP_SYNC}(1 + {_GROUP}, {group})"
 
 
 _MASK = "pg_mask"  # the lanes of this thread's element group (__syncwarp's mask)
@@ -957,8 +994,9 @@ BLOCK_COPIES_BELOW = 32
 
 def _lanes(threads: int, elements: int) -> tuple[int, str]:
     """The lanes that share a one-thread step of an element run by ``threads`` threads
-    (a power of two, a warp at most), and their ``__syncwarp`` mask: the element's
-    group's (``elements`` per block), else the block's first lanes."""
+    (a power of two; its first warp where wider), and their ``__syncwarp`` mask: the
+    element's group's (``elements`` per block; a whole warp's for groups of warps),
+    else the block's first lanes."""
     lanes = 1 << (min(32, threads).bit_length() - 1)
     if elements > 1:
         return lanes, _MASK
@@ -1039,7 +1077,7 @@ def _steps_kernel(scop: Scop, kernels: tuple[TiledKernel, ...], bodies: list[lis
         body += [cgen.Line(f"const int {_TID} = threadIdx.x % {group};"),
                  cgen.Line(f"const int {_GROUP} = threadIdx.x / {group};"),
                  cgen.Line(f"const unsigned {_MASK} = {_group_mask(group)};")]
-        barrier = f"__syncwarp({_MASK})"
+        barrier = group_barrier(group, elements)
     body += bind
     if resident:
         body += _resident(scop, resident, group, itype != "int", dynamic,

@@ -87,8 +87,8 @@ def host_source(program: KernelProgram, header: Path | None = None) -> str:
         f"reinterpret_cast<{m['type']} *>(polygpu_emu::dynamic_shared);",
         program.source,
     )
-    concurrent = "true" if "__syncthreads" in program.source or \
-        "__syncwarp" in program.source or "pg_dmma(" in program.source else "false"
+    concurrent = "true" if any(word in program.source for word in (
+        "__syncthreads", "__syncwarp", "pg_group_sync(", "pg_dmma(")) else "false"
     params = ", ".join(
         f"{DTYPES[a.dtype][0]} {'*' if a.pointer else ''}{a.name}"
         for a in program.arguments

@@ -122,6 +122,28 @@ static inline void __syncwarp(unsigned mask = 0xffffffffu) {
     }
     b->arrive_and_wait();
 }
+// polygpu_named_barrier(id, threads): PTX bar.sync id, threads -- a barrier of the
+// `threads` threads (whole warps) that name `id`; one std::barrier per (id, threads),
+// reused by the next block like the warps' (blocks run one after another).
+#define POLYGPU_EMULATION 1
+namespace polygpu_emu {
+static std::map<std::pair<int, int>, std::unique_ptr<Barrier>> named_barriers;
+}  // namespace polygpu_emu
+static inline void polygpu_named_barrier(int id, int threads) {
+    if (!polygpu_emu::block_barrier) {
+        fputs("polygpu emulator: a named barrier in a launch run without threads\n", stderr);
+        abort();
+    }
+    polygpu_emu::Barrier *b;
+    {
+        std::lock_guard<std::mutex> lock(polygpu_emu::warp_barriers_mutex);
+        auto &slot = polygpu_emu::named_barriers[{id, threads}];
+        if (!slot)
+            slot = std::make_unique<polygpu_emu::Barrier>(std::ptrdiff_t(threads));
+        b = slot.get();
+    }
+    b->arrive_and_wait();
+}
 // __shfl_xor_sync(mask, v, lane_mask, width): the value of lane (lane ^ lane_mask) within
 // the caller's segment of `width` lanes, through one slot per lane of the warp's exchange
 // (one per (first thread, mask), like the barriers above): write, barrier, read, barrier.
