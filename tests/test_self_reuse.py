@@ -98,8 +98,9 @@ def test_the_model_no_longer_picks_a_thread_per_interleaved_element_at_n_64():
 
 def test_the_interleaved_picks_are_exact_at_odd_sizes():
     """The model's picks for the interleaved Cholesky in double at 1.5 GB (n = 16: four
-    warps a block, an element each; n = 64: a block of 8 x 16 threads per element, both
-    resident), checked against the loop nest at nb = 37, n = 17 on the emulator."""
+    warps a block, an element each; n = 64: four elements a block, 8 x 8 threads each,
+    packed -- the block copies them together, whole sectors; both resident), checked
+    against the loop nest at nb = 37, n = 17 on the emulator."""
     from polygpu.pipeline import compile_variant
     from polygpu.runtime.check import check_program
 
@@ -109,7 +110,8 @@ def test_the_interleaved_picks_are_exact_at_odd_sizes():
         picks.append(plan_model.choose(prepare(SOA, defines=DOUBLE, params=sizes),
                                        sizes).variant)
     assert [(v.device_steps, v.resident, v.elements_per_block) for v in picks] == [
-        (True, True, 4), (True, True, 1)]
+        (True, True, 4), (True, True, 4)]
+    assert picks[1].threads == (8, 8) and picks[1].packed
     params = {"nb": 37, "n": 17}
     prepared = prepare(SOA, defines=DOUBLE, params=params)
     for variant in picks:
@@ -117,3 +119,32 @@ def test_the_interleaved_picks_are_exact_at_odd_sizes():
         result = check_program(compiled.program, compiled.source_scop, SOA, params,
                                seed=17, defines=DOUBLE)
         assert result.ok, (variant, result.message)
+
+
+def test_interleaved_copies_pay_a_sector_per_run_of_their_elements_words():
+    """A block of one interleaved element copies a word a sector (32 bytes for 8: three
+    times the array's bytes more, each way); four elements a block copy whole sectors
+    (no more); elements one after another (AoS) never pay it."""
+    from dataclasses import replace
+
+    from polygpu.search.space import element_blocks, group_variants
+
+    params = {"nb": 23076, "n": 64}
+    words = {"a": 23076 * 64 * 64 * 8, "b": 23076 * 64 * 8}  # read and written
+    for spec, apart in ((SOA, True), ("kernels/batched_cholesky.c", False)):
+        prepared = prepare(spec, defines=DOUBLE, params=params)
+        c = next(k for k, tr in enumerate(prepared.candidates)
+                 if tr.host is not None and tr.host.kind == "batch")
+        dims = [k.n_space for k in prepared.candidates[c].kernels]
+        (group, *_) = group_variants(c, (64, 64), 2, kernel_dims=dims)
+        block = next(v for v in element_blocks(group, (64, 64), dims)
+                     if v.threads == (8, 8))
+        extra = {}
+        for e in (1, 2, 4):
+            variant = replace(block, elements_per_block=e, packed=True)
+            sketch = plan_model.sketch(prepared, variant)
+            planned = plan_model.plan_variant(prepared, variant, params)
+            (residence,) = plan_model.launch_residences(planned, variant.cuts, params)
+            extra[e] = plan_model.copy_sector_bytes(sketch, params, residence, e)
+        total = 2 * sum(words.values())
+        assert extra == ({1: 3 * total, 2: total, 4: 0} if apart else {1: 0, 2: 0, 4: 0})

@@ -2,6 +2,7 @@
 # (SoA) Cholesky's element-fastest copies (codegen/staging.interleaved, 4da2c96) against
 # the tree before them (c9f3a18, unpacked into the untracked base/), and its triangles
 # packed (footprints.triangle_pair: the triangle before the element's unit dimension),
+# and groups of several warps an element, several elements a block (named barriers),
 # first built this session.
 # Usage: bash tuning/gpu_session_calls_2026-12-07b.sh CASE...
 . tuning/gpu_session_run.sh  # the wheels, run()
@@ -15,7 +16,10 @@ for case in "$@"; do
   # this tree: the defaults at n = 16, 32, 64 (checked at the timed sizes too), the same
   # two plans unpacked, and packed: a warp per element four a block (n = 32, 64), 8 x 8
   # and 8 x 16 threads an element (n = 64)
-  soa) run soa 200 --op cholesky_soa --n 16 32 64 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 5 --also tuning/probes/batched_cholesky_soa_packed_2026-12-07.json ;;
+  soa) run soa 260 --op cholesky_soa --n 16 32 64 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 5 --also tuning/probes/batched_cholesky_soa_packed_2026-12-07.json ;;
+  # the interleaved Cholesky in float, not timed before: the default and each scheduler
+  # candidate's best plan (a launched thread per element, resident blocks) at n = 8..64
+  soa32) run soa32 170 --op cholesky_soa --n 8 16 32 64 --dtype float32 --megabytes 1536 --mappings --per-candidate 1 --no-square --repeats 5 ;;
   # the AoS Cholesky defaults at every n of the mark, both precisions
   chol) run chol 180 --op cholesky --n 8 16 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 10 ;;
   esac

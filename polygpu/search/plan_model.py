@@ -267,7 +267,8 @@ def _plans(prepared: Prepared, params: Mapping[str, int]
                           for v in found if v.candidate == c]
                 found += group_variants(c, shape.extents, shape.n_mapped, kernel_dims=[
                     k.n_space for k in prepared.candidates[c].kernels],
-                    narrow=host.kind == "fused batch")
+                    narrow=host.kind == "fused batch",
+                    interleaved=prepared.relaid_body is not None)
                 # resident elements that are triangles (a factorization's) also packed,
                 # after the rest: half the shared memory, more blocks resident (H100,
                 # Cholesky at n = 64: fp32 3.68 ms against 4.53, fp64 3.20 against
@@ -588,6 +589,9 @@ def device_steps_estimate(c: Compiled, variant: Variant, costs: Sequence[LaunchC
         if host.grid_dims:
             traffic = launch_bytes(c, params, ks, residence) if per_launch else \
                 compulsory_bytes(c, params)
+            if residence is not None:
+                traffic += copy_sector_bytes(c, params, residence,
+                                             variant.elements_per_block)
             seconds, detail = batch_seconds(
                 part, widths, max(own.values()), elements, _registers(variant, double),
                 traffic, limits, shared, round_seconds, warp_cycles,
@@ -606,6 +610,34 @@ def device_steps_estimate(c: Compiled, variant: Variant, costs: Sequence[LaunchC
         f"launch {n} (kernels {', '.join(map(str, ks))}): {d}"
         for n, (ks, d) in enumerate(zip(launches, details, strict=True))),
         parts=tuple(parts))
+
+
+def copy_sector_bytes(c: Compiled, params: Mapping[str, int], residence: Residence,
+                      elements: int) -> int:
+    """The bytes a batch's resident copies move beyond their words where its elements
+    are interleaved (SoA, ``a[i][j][e]``: :func:`polygpu.codegen.staging.interleaved`):
+    a warp's copy reads and writes runs of as many words as elements it copies together
+    -- the ``elements`` of a block, which it copies together (``codegen/cuda._resident``
+    does where some buffer is interleaved) -- and each run costs a whole sector.  Every
+    copied array is counted whole, once per direction, as the compulsory traffic
+    counts it."""
+    from polygpu.codegen.staging import interleaved
+    from polygpu.memory.traffic import SECTOR_BYTES
+
+    element = c.kernel_scop.host[0] if c.kernel_scop.host else None
+    apart = [b for b in residence.buffers if interleaved(b, element)
+             and (b.reads is not None or b.writes is not None)]
+    if not apart:
+        return 0
+    extra = 0
+    for b in apart:
+        run = b.element_size * elements
+        waste = SECTOR_BYTES / min(SECTOR_BYTES, run) - 1
+        words = _read_and_written_bytes(
+            [c.analysis.scop.array(b.array)], {b.array} if b.reads is not None else set(),
+            {b.array} if b.writes is not None else set(), params)
+        extra += int(words * waste)
+    return extra
 
 
 def launch_bytes(c: Compiled, params: Mapping[str, int], kernels: Sequence[int],

@@ -395,7 +395,7 @@ GROUP_BLOCK_THREADS = 128
 
 def group_variants(candidate: int, extents: Sequence[int], n_mapped: int,
                    specialize: bool = True, kernel_dims: Sequence[int] = (),
-                   narrow: bool = False) -> list[Variant]:
+                   narrow: bool = False, interleaved: bool = False) -> list[Variant]:
     """A batch's plans with a warp per element, several elements per block
     (``elements_per_block``): the warp's threads spread as the inner extents allow,
     its tile the element's extents rounded up to them (a loop of points per thread),
@@ -406,7 +406,8 @@ def group_variants(candidate: int, extents: Sequence[int], n_mapped: int,
     ms at n = 64, 1.5 GB; at n = 32 2.437 against 2.747 with the 2-d steps' tile 64 x 64,
     not the 32 x 32 taken here: unmeasured, as is n = 16).  With ``narrow`` (nests fused
     over their elements, measured there only) elements at most :data:`NARROW_GROUP`
-    wide also get groups as wide as their rows, first."""
+    wide also get groups as wide as their rows, first.  ``interleaved`` (the batch's
+    arrays SoA): the element blocks also several a block (:func:`element_blocks`)."""
     n = min(max(n_mapped, 1), MAX_MAPPED)
     extents = tuple(extents[-n:])
     threads = (32,) if n == 1 else (1,) * (n - 2) + (4, 8)
@@ -431,7 +432,7 @@ def group_variants(candidate: int, extents: Sequence[int], n_mapped: int,
         found.insert(0, replace(base, tile=tile, threads=threads,
                                 elements_per_block=NARROW_BLOCK_THREADS // width))
     resident = [replace(v, resident=True) for v in found if specialize]
-    return resident + found + (element_blocks(base, extents, kernel_dims)
+    return resident + found + (element_blocks(base, extents, kernel_dims, interleaved)
                                if specialize and not narrow else [])
 
 
@@ -443,13 +444,23 @@ def group_variants(candidate: int, extents: Sequence[int], n_mapped: int,
 ELEMENT_BLOCK_WARPS = (2, 4)
 
 
+# a block of interleaved elements (SoA) runs this many threads in groups of several
+# warps, one element each (element_blocks' grouped twins): the block copies its
+# elements together, a run of as many words as elements per sector, where a block of
+# one element reads a sector for each word
+GROUPED_BLOCK_THREADS = 256
+
+
 def element_blocks(group: Variant, extents: Sequence[int],
-                   kernel_dims: Sequence[int] = ()) -> list[Variant]:
+                   kernel_dims: Sequence[int] = (), grouped: bool = False
+                   ) -> list[Variant]:
     """A warp-per-element plan's (``group``) twins with one element a block of
     :data:`ELEMENT_BLOCK_WARPS` warps, resident: 8 rows of 8 or 16 threads (a line of
     64 or 128), its tile the element's extents rounded up to them, a step of one mapped
     dimension on as many threads as the element's rows need (up to the block).  Only
-    where every thread gets two points at least."""
+    where every thread gets two points at least.  With ``grouped`` (interleaved
+    elements) each also with :data:`GROUPED_BLOCK_THREADS` threads a block, several
+    elements, after the others."""
     found = []
     for warps in ELEMENT_BLOCK_WARPS:
         n = len(group.threads)
@@ -468,6 +479,9 @@ def element_blocks(group: Variant, extents: Sequence[int],
                 if dims == 1:
                     block = block.with_kernel(k, line)
         found.append(block)
+    if grouped:
+        found += [replace(b, elements_per_block=GROUPED_BLOCK_THREADS // math.prod(
+            b.threads)) for b in found]
     return found
 
 
@@ -698,7 +712,8 @@ def space(prepared: Prepared, params: Mapping[str, int],
             dims = [k.n_space for k in prepared.candidates[s.candidate].kernels]
             for group in group_variants(s.candidate, s.extents, s.n_mapped,
                                         options.specialize, dims,
-                                        narrow=host.kind == "fused batch"):
+                                        narrow=host.kind == "fused batch",
+                                        interleaved=prepared.relaid_body is not None):
                 for device in layouts(group):
                     if device not in result:
                         result.append(device)
