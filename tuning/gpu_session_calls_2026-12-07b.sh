@@ -21,6 +21,9 @@ for case in "$@"; do
   # with three probe plans at 64: a warp per element four a block packed, 8 x 8 threads
   # an element alone packed, 8 x 16 threads an element two a block packed
   soa_short) run soa 200 --op cholesky_soa --n 32 64 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 5 --also tuning/probes/batched_cholesky_soa_short_2026-12-07.json ;;
+  # (the least that answers the question) n = 64 alone: the default, four elements a
+  # block, against 8 x 8 threads an element alone, both packed
+  soa_one) run soa 130 --op cholesky_soa --n 64 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 5 --also tuning/probes/batched_cholesky_soa_one_2026-12-07.json ;;
   # the interleaved Cholesky in float, not timed before: the default and each scheduler
   # candidate's best plan (a launched thread per element, resident blocks) at n = 8..64
   soa32) run soa32 170 --op cholesky_soa --n 8 16 32 64 --dtype float32 --megabytes 1536 --mappings --per-candidate 1 --no-square --repeats 5 ;;
