@@ -555,3 +555,39 @@ def test_interleaved_elements_are_copied_by_the_block_element_fastest(path, fast
     assert ("__syncthreads()" in steps) == fastest
     result = check_program(compiled.program, compiled.source_scop, path, params, seed=4)
     assert result.ok, result.message
+
+
+@pytest.mark.parametrize("dtype, defines", [("float32", ()), ("float64", DOUBLE)])
+def test_an_interleaved_element_is_padded_along_its_rows_not_its_word(dtype, defines):
+    """The resident box of an interleaved element, ``a[i][j][e]`` -> 32 x 32 x 1, is
+    padded like the same element stored one after another (``a[e][i][j]`` -> 1 x 32 x
+    32): Algorithm 2 over its rows, the element's one word left out -- rows of 33 words,
+    every kernel reference conflict-free, where unpadded rows of 32 put a column read by
+    a warp's threads (``a[j][k][e]``) on few banks.  Exact at nb = 37, n = 17."""
+    fields = dict(tile=(32, 32), threads=(4, 8), elements_per_block=4)
+    buffers = {}
+    for path in (SOA, CHOLESKY):
+        params = {"nb": 4096, "n": 32}
+        prepared = prepare(path, defines=defines, params=params)
+        compiled = compile_variant(prepared, _resident(prepared, **fields), params)
+        (residence,) = compiled.residences
+        buffers[path] = next(b for b in residence.buffers if b.array == "a")
+    soa, aos = buffers[SOA], buffers[CHOLESKY]
+    assert (soa.padding, soa.pad_dimension, soa.row_extents) == (1, 1, (32, 33, 1))
+    assert (aos.padding, aos.pad_dimension, aos.row_extents) == (1, -1, (1, 32, 33))
+    assert soa.to_json()["padded_dimension"] == 1
+    # (the references' names differ: a[i][k][e] there, a[e][i][k] here)
+    assert sorted(soa.decision.degrees.values()) == sorted(aos.decision.degrees.values())
+    assert soa.decision.costs == aos.decision.costs
+    # conflict-free (a double takes two requests at best); unpadded, 12x the cost
+    assert max(soa.decision.degrees.values()) == (1 if dtype == "float32" else 2)
+    assert soa.decision.costs[0] > 5 * soa.decision.costs[1]
+    params = {"nb": 37, "n": 17}
+    prepared = prepare(SOA, defines=defines, params=params)
+    compiled = compile_variant(prepared, _resident(prepared, **fields), params)
+    (residence,) = compiled.residences
+    rows = next(b for b in residence.buffers if b.array == "a").row_extents
+    assert rows[-1] == 1 and "".join(f"[{e}]" for e in rows) in compiled.program.source
+    result = check_program(compiled.program, compiled.source_scop, SOA, params, seed=8,
+                           defines=defines)
+    assert result.ok, result.message

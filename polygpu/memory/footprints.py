@@ -128,6 +128,16 @@ class Box:
         return math.prod(self.extents)
 
 
+def padded_dimension(extents: tuple[int, ...]) -> int:
+    """The dimension a resident buffer's padding extends (Algorithm 2): the innermost,
+    or the innermost before a trailing run of dimensions of extent 1 -- an interleaved
+    element's box (``a[i][j][e]``) pads its rows ``j``, not the element's one word."""
+    k = len(extents)
+    while k > 1 and extents[k - 1] == 1:
+        k -= 1
+    return k - 1
+
+
 def triangle_pair(extents: tuple[int, ...]) -> tuple[int, int]:
     """The box dimensions ``(rows, columns)`` a packed triangle spans
     (:attr:`polygpu.memory.placement.Buffer.packed`): the last two, or the last two

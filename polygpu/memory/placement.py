@@ -138,6 +138,10 @@ class Buffer:
     # the triangle is an upper one (c >= r), packed as the lower triangle of the
     # transposed box: element (r, c) where that box's (c, r) goes (its fold h = C / 2)
     packed_upper: bool = False
+    # the storage dimension ``padding`` extends (-1: the innermost); a resident box of
+    # interleaved elements pads the innermost before its trailing ones of extent 1
+    # (footprints.padded_dimension)
+    pad_dimension: int = -1
 
     @property
     def storage_order(self) -> tuple[int, ...]:
@@ -161,7 +165,9 @@ class Buffer:
             rows = extents[c] if self.packed_upper else extents[r]
             extents = extents[:r] + (rows - self.packed, 2 * self.packed + 1) + \
                 extents[c + 1:]
-        return extents[:-1] + (extents[-1] + self.padding,)
+        padded = list(extents)
+        padded[self.pad_dimension] += self.padding
+        return tuple(padded)
 
     @property
     def bytes(self) -> int:
@@ -180,6 +186,8 @@ class Buffer:
             "stride": list(self.box.stride), "padding": self.padding, "bytes": self.bytes,
             **({"chunk": list(self.box.chunk)} if self.box.chunk else {}),
             **({"storage_order": list(self.order)} if self.order else {}),
+            **({"padded_dimension": self.pad_dimension} if self.pad_dimension != -1
+               else {}),
             **({"stages": self.stages} if self.stages > 1 else {}),
             **({"packed_triangle": {"fold": self.packed, "rows": list(self.row_extents),
                                     "upper": self.packed_upper}}

@@ -55,7 +55,13 @@ import islpy as isl
 
 from polygpu.errors import PolygpuError
 from polygpu.frontend import ir
-from polygpu.memory.footprints import Box, bounding_box, box_coordinates, triangle_pair
+from polygpu.memory.footprints import (
+    Box,
+    bounding_box,
+    box_coordinates,
+    padded_dimension,
+    triangle_pair,
+)
 from polygpu.memory.padding import CostModel, SharedReference, choose_padding
 from polygpu.memory.placement import MAX_SHARED_BYTES, Buffer, thread_steps
 from polygpu.model.scop import Scop
@@ -144,13 +150,15 @@ def plan_residence(scop: Scop, kernels: tuple[TiledKernel, ...], grid_dims: int,
         fold, upper = packing(both, box) if packed else (0, False)
         # (a packed triangle's rows are 2 h + 1 words: odd, its columns' banks apart)
         padding, decision = (0, None) if fold else _padding(scop, kernels, array, box)
+        pad = padded_dimension(box.extents)
         if array.kind in TEMPORARY and array.name not in shared_with:
             reads = writes = None  # contracted: never loaded, never stored
         elif not array.live_out and array.name not in shared_with:
             writes = None  # nobody reads it after the launch: never stored
         found.append(Buffer(-1, array.name, "shared", PREFIX + array.name, array.dtype, 0,
                             box, padding, reads, writes, decision, statements=statements,
-                            packed=fold, packed_upper=upper))
+                            packed=fold, packed_upper=upper,
+                            pad_dimension=-1 if pad == len(box.extents) - 1 else pad))
     buffers = []
     room = budget
     for b in sorted(found, key=lambda b: (b.bytes, b.array)):
@@ -250,17 +258,22 @@ def triangle_fold(footprint: isl.Set, box: Box, upper: bool = False) -> int:
 
 def _padding(scop: Scop, kernels: tuple[TiledKernel, ...], array, box):
     """Algorithm 2 over the references of every kernel (their thread steps in the
-    resident box) and the copy's own (consecutive elements)."""
+    resident box) and the copy's own (consecutive elements), for the padding of the
+    box's :func:`padded_dimension`: the dimensions after it (extent 1: an interleaved
+    element's word) are left out."""
     size = ir.DTYPES[array.dtype][1]
-    if size not in (4, 8) or len(box.extents) < 2:
+    rank = padded_dimension(box.extents) + 1
+    if size not in (4, 8) or rank < 2:
         return 0, None
-    refs = [SharedReference("copy", (0,) * (len(box.extents) - 1) + (1,))]
+    refs = [SharedReference("copy", (0,) * (rank - 1) + (1,))]
     for kernel in kernels:
         for acc in scop.accesses:
             if acc.array == array.name and acc.statement in kernel.statements:
                 steps = thread_steps(kernel, acc.statement, acc.relation, box)
                 if steps is not None:
                     refs.append(SharedReference(
-                        f"kernel{kernel.index} {acc.statement}.{acc.ref} {acc.text}", steps))
-    decision = choose_padding(box.extents, tuple(refs), size, CostModel.default(size))
+                        f"kernel{kernel.index} {acc.statement}.{acc.ref} {acc.text}",
+                        steps[:rank]))
+    decision = choose_padding(box.extents[:rank], tuple(refs), size,
+                              CostModel.default(size))
     return decision.padding, decision
