@@ -31,3 +31,13 @@ for case in "$@"; do
   chol) run chol 180 --op cholesky --n 8 16 32 64 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 10 ;;
   esac
 done
+# (for the next session) the interleaved elements' rows padded (d08522c: 33 words at
+# n = 32, where 32 conflicted) against the tree before (base/ = 57cada2 unpacked:
+# git archive 57cada2 polygpu tuning kernels | tar -x -C base), the defaults at
+# n = 16, 32 in both precisions
+case " $* " in *" pad "*)
+  mkdir -p $OUT/base
+  (cd base && PYTHONPATH=/tmp/site:$PWD timeout 90 python tuning/batched.py --op cholesky_soa --n 16 32 --dtype float32 --dtype float64 --megabytes 1536 --no-square --repeats 5 --out $OUT/base > $OUT/log_base.txt 2>&1)
+  grep -h "^{" $OUT/log_base.txt | cut -c1-500
+  run pad 120 --op cholesky_soa --n 16 32 --dtype float32 --dtype float64 --megabytes 1536 --no-square --check-full --repeats 5 ;;
+esac
