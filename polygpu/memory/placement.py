@@ -158,7 +158,8 @@ class Buffer:
 
     @property
     def row_extents(self) -> tuple[int, ...]:
-        """Declared extents: the box in storage order, innermost padded."""
+        """Declared extents: the box in storage order (a packed triangle's rows), padded
+        along :attr:`pad_dimension`."""
         extents = tuple(self.box.extents[d] for d in self.storage_order)
         if self.packed:
             r, c = self.triangle

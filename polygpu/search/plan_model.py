@@ -625,12 +625,10 @@ def copy_sector_bytes(c: Compiled, params: Mapping[str, int], residence: Residen
     from polygpu.memory.traffic import SECTOR_BYTES
 
     element = c.kernel_scop.host[0] if c.kernel_scop.host else None
-    apart = [b for b in residence.buffers if interleaved(b, element)
-             and (b.reads is not None or b.writes is not None)]
-    if not apart:
-        return 0
     extra = 0
-    for b in apart:
+    for b in residence.buffers:
+        if not interleaved(b, element) or (b.reads is None and b.writes is None):
+            continue
         run = b.element_size * elements
         waste = SECTOR_BYTES / min(SECTOR_BYTES, run) - 1
         words = _read_and_written_bytes(
