@@ -112,9 +112,9 @@ def test_the_triangle_pair_skips_trailing_unit_dimensions():
 def test_an_interleaved_element_is_packed_before_its_unit_dimension(n, fields):
     """Interleaved (SoA) elements: the box of ``a[i][j][e]`` is one word wide along
     ``e``, so the triangle is in the two dimensions before it -- packed into
-    ``[h][2 h + 1][1]`` (n = 17: 9 rows of 17 words, not 17 x 18), the element's word
-    ``[0]`` last; exact at nb = 37, in double, with a block per element and a warp per
-    element four a block (whose copies run element-fastest)."""
+    ``[h][2 h + 1][1]`` (n = 17: 9 rows of 17 words, not the box's 17 x 17), the
+    element's word ``[0]`` last; exact at nb = 37, in double, with a block per element
+    and a warp per element four a block (whose copies run element-fastest)."""
     params = {"nb": 37, "n": n}
     compiled = _compiled(params, fields, DOUBLE, SOA)
     (residence,) = compiled.residences
