@@ -145,6 +145,6 @@ def test_interleaved_copies_pay_a_sector_per_run_of_their_elements_words():
             sketch = plan_model.sketch(prepared, variant)
             planned = plan_model.plan_variant(prepared, variant, params)
             (residence,) = plan_model.launch_residences(planned, variant.cuts, params)
-            extra[e] = plan_model.copy_sector_bytes(sketch, params, residence, e)
+            extra[e] = plan_model.copy_sector_bytes(sketch, params, residence, e, 64)
         total = 2 * sum(words.values())
         assert extra == ({1: 3 * total, 2: total, 4: 0} if apart else {1: 0, 2: 0, 4: 0})

@@ -992,6 +992,18 @@ _GROUP = staging.GROUP  # which of the block's elements this thread works on
 BLOCK_COPIES_BELOW = 32
 
 
+def copied_together(resident: Sequence, element: str | None, elements: int,
+                    group: int) -> bool:
+    """Whether a batch's block copies the ``resident`` buffers of all its ``elements``
+    together (groups of ``group`` threads; ``element``: the batch's parameter, None
+    outside a batch): groups narrower than :data:`BLOCK_COPIES_BELOW`, and interleaved
+    elements (:func:`staging.interleaved`), whose neighbours' words share sectors --
+    a group alone would read a word a sector.  (The batch model prices the copies'
+    sectors by the same decision: ``plan_model.copy_sector_bytes``.)"""
+    return elements > 1 and (group < BLOCK_COPIES_BELOW or element is not None and any(
+        staging.interleaved(b, element) for b in resident))
+
+
 def _lanes(threads: int, elements: int) -> tuple[int, str]:
     """The lanes that share a one-thread step of an element run by ``threads`` threads
     (a power of two; its first warp where wider), and their ``__syncwarp`` mask: the
@@ -1121,10 +1133,8 @@ def _resident(scop: Scop, resident: list, threads: int, index64: bool, dynamic: 
         out += staging.declarations(resident, dynamic)
     else:
         out += staging.group_declarations(resident, dynamic, elements, _GROUP)
-    # (interleaved elements: the block's copies read neighbouring elements' words
-    # together, whole sectors, where a group alone reads a word a sector)
-    together = elements > 1 and (threads < BLOCK_COPIES_BELOW or bool(bind) and any(
-        staging.interleaved(b, scop.host[0]) for b in resident))
+    together = copied_together(resident, scop.host[0] if bind else None, elements,
+                               threads)
     pointers = staging.group_pointers(resident, dynamic, elements, _GROUP) \
         if together else [None] * len(resident)
     copied = elements if together else 1

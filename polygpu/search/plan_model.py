@@ -42,10 +42,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from polygpu.codegen.cuda import group_threads
+from polygpu.codegen.cuda import copied_together, group_threads
+from polygpu.codegen.staging import interleaved
 from polygpu.errors import PolygpuError
 from polygpu.memory.placement import neighbour_reuse_only
 from polygpu.memory.residence import Residence, packable_at
+from polygpu.memory.traffic import SECTOR_BYTES
 from polygpu.pipeline import (
     Compiled,
     Prepared,
@@ -591,7 +593,7 @@ def device_steps_estimate(c: Compiled, variant: Variant, costs: Sequence[LaunchC
                 compulsory_bytes(c, params)
             if residence is not None:
                 traffic += copy_sector_bytes(c, params, residence,
-                                             variant.elements_per_block)
+                                             variant.elements_per_block, max(own.values()))
             seconds, detail = batch_seconds(
                 part, widths, max(own.values()), elements, _registers(variant, double),
                 traffic, limits, shared, round_seconds, warp_cycles,
@@ -613,23 +615,22 @@ def device_steps_estimate(c: Compiled, variant: Variant, costs: Sequence[LaunchC
 
 
 def copy_sector_bytes(c: Compiled, params: Mapping[str, int], residence: Residence,
-                      elements: int) -> int:
+                      elements: int, group: int) -> int:
     """The bytes a batch's resident copies move beyond their words where its elements
     are interleaved (SoA, ``a[i][j][e]``: :func:`polygpu.codegen.staging.interleaved`):
     a warp's copy reads and writes runs of as many words as elements it copies together
-    -- the ``elements`` of a block, which it copies together (``codegen/cuda._resident``
-    does where some buffer is interleaved) -- and each run costs a whole sector.  Every
-    copied array is counted whole, once per direction, as the compulsory traffic
-    counts it."""
-    from polygpu.codegen.staging import interleaved
-    from polygpu.memory.traffic import SECTOR_BYTES
-
+    -- the block's ``elements`` (groups of ``group`` threads) where the generated code
+    copies them together (:func:`polygpu.codegen.cuda.copied_together`), else one --
+    and each run costs a whole sector.  Every copied array is counted whole, once per
+    direction, as the compulsory traffic counts it."""
     element = c.kernel_scop.host[0] if c.kernel_scop.host else None
+    together = elements if copied_together(residence.buffers, element, elements,
+                                           group) else 1
     extra = 0
     for b in residence.buffers:
         if not interleaved(b, element) or (b.reads is None and b.writes is None):
             continue
-        run = b.element_size * elements
+        run = b.element_size * together
         waste = SECTOR_BYTES / min(SECTOR_BYTES, run) - 1
         words = _read_and_written_bytes(
             [c.analysis.scop.array(b.array)], {b.array} if b.reads is not None else set(),
