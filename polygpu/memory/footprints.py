@@ -143,11 +143,10 @@ def triangle_pair(extents: tuple[int, ...]) -> tuple[int, int]:
     (:attr:`polygpu.memory.placement.Buffer.packed`): the last two, or the last two
     before a trailing run of dimensions of extent 1.  Why: an interleaved element's box
     (SoA, ``a[i][j][e]`` with the element ``e`` innermost) is one word wide along the
-    array's innermost dimension; its triangle is in the two dimensions before."""
-    k = len(extents)
-    while k > 2 and extents[k - 1] == 1:
-        k -= 1
-    return k - 2, k - 1
+    array's innermost dimension; its triangle is in the two dimensions before (the
+    columns are the padded dimension, :func:`padded_dimension`)."""
+    columns = max(padded_dimension(extents), 1)
+    return columns - 1, columns
 
 
 def box_coordinates(footprint: isl.Set, box: Box) -> isl.Set:
