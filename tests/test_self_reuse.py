@@ -1,4 +1,4 @@
-"""A thread's re-reads of its own elements (memory/self_reuse.py): what the traffic model's
+"""A thread's re-reads and re-writes of its own elements (memory/self_reuse.py): what the traffic model's
 per-block count misses where every thread cycles over a footprint the caches cannot
 hold for all of them -- a thread per element of the interleaved batched Cholesky."""
 
@@ -35,6 +35,10 @@ def test_a_thread_per_interleaved_element_re_reads_its_triangle():
     assert a.thread_bytes == 8 * n * (n + 1) / 2
     assert n / 3 < a.reads / a.footprint < n
     assert not a.scattered  # consecutive threads read consecutive elements' entries
+    # every entry of the triangle written once a step it is updated in: the diagonal
+    # and column n (n + 1) / 2, the trailing updates sum m (m + 1) / 2 over m < n
+    assert a.written == a.footprint == a.accessed
+    assert a.writes == nb * (n * (n + 1) // 2 + (n - 1) * n * (n + 1) // 6)
 
 
 def test_re_reads_cost_dram_only_beyond_the_cache():
@@ -46,11 +50,14 @@ def test_re_reads_cost_dram_only_beyond_the_cache():
     assert a.live_bytes(nb, 128) == live == a.touched_bytes
     assert a.spilled_bytes(nb, 128, cache_bytes=int(live) + 1) == 0
     assert a.spilled_bytes(nb // 4, 128, cache_bytes=int(live / 2)) == 0  # a quarter
+    # re-reads, and re-writes: each a write-back of a line evicted dirty
     assert a.spilled_bytes(nb, 128, cache_bytes=int(live / 2)) == \
-        (a.reads - a.footprint) * 8
+        (a.reads - a.footprint + a.writes - a.written) * 8
     assert spilled_rereads(c.kernel_scop, kernel, values, c.memory, frozenset(), nb,
-                           1 << 20) == sum(r.spilled_bytes(nb, 128, 1 << 20)
-                                           for r in found.values()) > 0
+                           1 << 20) == a.again_bytes + found["b"].again_bytes > 0
+    # the arrays share the cache: b's 256 KB alone would fit a megabyte, beside a's
+    # 2.2 MB not -- its re-accesses miss too
+    assert found["b"].spilled_bytes(nb, 128, 1 << 20) == 0
     # a resident copy is read from shared memory: nothing of it spills
     assert spilled_rereads(c.kernel_scop, kernel, values, c.memory,
                            frozenset({"a", "b"}), nb, 1 << 20) == 0
@@ -148,3 +155,26 @@ def test_interleaved_copies_pay_a_sector_per_run_of_their_elements_words():
             extra[e] = plan_model.copy_sector_bytes(sketch, params, residence, e, 64)
         total = 2 * sum(words.values())
         assert extra == ({1: 3 * total, 2: total, 4: 0} if apart else {1: 0, 2: 0, 4: 0})
+
+
+def test_write_backs_move_the_float_pick_at_n_16_to_resident_warps():
+    """In float at n = 16 (1.5 GB) a launched thread per element stores once for every
+    two loads of its triangle, each store a write-back: priced with them (and the
+    spilled bytes' measured rate), it falls behind four resident warps a block, an
+    element each -- on the H100 3.45 ms against 2.96 -- and the thread per element no
+    longer wins the element plans' tie against a device-steps best."""
+    from polygpu.memory.self_reuse import SPILLED_RATE_SHARE
+
+    params = {"nb": 705882, "n": 16}
+    prepared = prepare(SOA, params=params)
+    choice = plan_model.choose(prepared, params)
+    assert choice.variant.device_steps and choice.variant.resident
+    assert choice.variant.elements_per_block == 4
+    thread = plan_model.estimate(prepared, Variant(**THREAD, time_tile=16), params)
+    assert thread.seconds > choice.ranking[0].seconds * 1.2
+    c, _, _, reuse = _reuse(SOA, params, Variant(**THREAD, time_tile=16))
+    (cost,) = plan_model.launch_costs(c, params)
+    again = sum(r.reads - r.footprint + r.writes - r.written for r in reuse.values())
+    assert again * 4 == sum(r.again_bytes for r in reuse.values())
+    assert reuse["a"].writes > reuse["a"].reads / 3  # a store for every two loads
+    assert cost.traffic_bytes > again * 4 / SPILLED_RATE_SHARE  # (+ the compulsory)

@@ -1,4 +1,5 @@
-"""Re-reads of a thread's own elements that no cache keeps: the traffic model's blind spot.
+"""Re-reads and re-writes of a thread's own elements that no cache keeps: the traffic
+model's blind spot.
 
 :mod:`polygpu.memory.traffic` counts an array read directly from global memory once per
 block, what a perfect per-block cache would fetch.  That holds where a block's reuse is
@@ -10,15 +11,24 @@ element's ``n^2 / 2`` words about ``n / 3`` times over, and at ``n = 64`` in dou
 23,076 threads keep 384 MB in flight, 8x the L2 cache -- the re-reads come from DRAM,
 17 GB where the per-block count gives 0.8.
 
-:func:`spilled_rereads` counts, per array read from global memory, a thread's loads of
-it beyond its own footprint (its distinct elements; both counted with isl on three
-sample threads) and prices them as DRAM traffic where what the running threads keep in
-flight exceeds L2: the least of their footprints summed, their blocks' footprints
-(threads that share a row, like mm's, count it once) and everything the kernel reads.
-A thread's loads are one per point of its loops but the innermost (a read that does not
-move along that loop stays in a register) or, with a register tile, but the unrolled
-point loops -- so a register tile's threads, which load each element once, add nothing.
+:func:`spilled_rereads` counts, per array in global memory, a thread's loads of it
+beyond the elements it reads and its stores beyond the elements it writes (its
+footprints; all counted with isl on three sample threads) and prices both as DRAM
+traffic where what the running threads keep in flight exceeds L2: the least of their
+footprints summed, their blocks' footprints (threads that share a row, like mm's, count
+it once) and everything the kernel touches.  A store is a write-back there: the line it
+dirtied leaves L2 before the thread writes it again (the in-place trailing update stores
+once for every two loads; without the stores the interleaved Cholesky's thread per
+element was predicted 1.5-1.7x fast at n = 16, 32 on the H100).
+A thread's accesses are one per point of its loops but the innermost (an element that
+does not move along that loop stays in a register: a row's pivot, a reduction's target)
+or, with a register tile, but the unrolled point loops -- so a register tile's threads,
+which load each element once, add nothing.
 Re-reads that fit L2 but not L1 are L2 hits, which this model does not price.
+
+Those DRAM bytes move slower than a copy's: each thread's next access waits for the one
+before, and reads and write-backs interleave.  :data:`SPILLED_RATE_SHARE` is the share
+of the copy rate they reach, measured.
 """
 
 from __future__ import annotations
@@ -36,23 +46,34 @@ from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.tiling import TiledKernel
 
 
+# the share of the copy rate that spilled re-reads and write-backs reach: the launched
+# thread per interleaved element of the batched Cholesky on the H100 (2026-12-07, median
+# of 5; n = 16 and 32, both precisions, two plans each, 1.5 GB, 48 to 21 warps an SM)
+# moved its modelled bytes at 1.95-2.67 TB/s, median 2.35, against a 3.0 TB/s copy
+# (tuning/results/NVIDIA-H100-80GB-HBM3/batched_cholesky_soa_mappings_fp*_1536mb.json)
+SPILLED_RATE_SHARE = 0.78
+
+
 @dataclass(frozen=True)
 class SelfReuse:
     """One array's reuse by the threads of one kernel, at fixed parameters."""
 
     array: str
-    threads: int  # threads that read the array
-    footprint: int  # (thread, element) pairs: each thread's distinct elements, summed
+    threads: int  # threads that access the array
+    footprint: int  # (thread, element) pairs: each thread's distinct elements read, summed
     reads: int  # the threads' loads of it, in words
     block_bytes: float  # a block's distinct elements, on average, in bytes
-    touched_bytes: int  # the elements the whole kernel reads, in bytes
+    touched_bytes: int  # the elements the whole kernel accesses, in bytes
     element_size: int
     scattered: bool  # neighbouring threads' elements are apart: a sector a word
+    written: int = 0  # (thread, element) pairs: each thread's distinct elements written
+    writes: int = 0  # the threads' stores to it, in words
+    accessed: int = 0  # (thread, element) pairs read or written (0: ``footprint``)
 
     @property
     def thread_bytes(self) -> float:
-        """A thread's footprint in bytes, on average."""
-        return self.footprint / max(self.threads, 1) * self.element_size
+        """A thread's footprint (what it reads or writes) in bytes, on average."""
+        return (self.accessed or self.footprint) / max(self.threads, 1) * self.element_size
 
     def live_bytes(self, running_threads: int, threads_per_block: int) -> float:
         """What ``running_threads`` threads at once keep in flight: their footprints,
@@ -64,13 +85,18 @@ class SelfReuse:
 
     def spilled_bytes(self, running_threads: int, threads_per_block: int,
                       cache_bytes: int) -> int:
-        """The re-reads' DRAM bytes where what ``running_threads`` threads keep in
-        flight exceeds ``cache_bytes``; else 0."""
-        if self.reads <= self.footprint or \
-                self.live_bytes(running_threads, threads_per_block) <= cache_bytes:
+        """The DRAM bytes of the re-reads and re-writes (each a write-back) where what
+        ``running_threads`` threads keep in flight exceeds ``cache_bytes``; else 0."""
+        if self.live_bytes(running_threads, threads_per_block) <= cache_bytes:
             return 0
-        width = SECTOR_BYTES if self.scattered else self.element_size
-        return (self.reads - self.footprint) * width
+        return self.again_bytes
+
+    @property
+    def again_bytes(self) -> int:
+        """The bytes of the threads' loads and stores beyond their footprints: a sector
+        each where neighbouring threads' elements are apart."""
+        again = max(0, self.reads - self.footprint) + max(0, self.writes - self.written)
+        return again * (SECTOR_BYTES if self.scattered else self.element_size)
 
 
 def _kept_dims(kernel: TiledKernel, schedule: isl.Map) -> list[int]:
@@ -116,10 +142,10 @@ def _of(schedule: isl.Map, ids: isl.Set) -> isl.Map:
 def self_reuse(scop: Scop, kernel: TiledKernel, params: dict[str, int],
                plan: MemoryPlan | None = None,
                resident: frozenset[str] = frozenset()) -> tuple[SelfReuse, ...]:
-    """Per array ``kernel`` reads straight from global memory (no shared or register
-    buffer, not ``resident`` in a block's shared copy): its threads' footprints and
-    loads at ``params``, from the first, the last and a middle thread, and its blocks'
-    footprints, from the first, the last and a middle block."""
+    """Per array ``kernel`` accesses straight in global memory (no shared or register
+    buffer, not ``resident`` in a block's shared copy): its threads' footprints, loads
+    and stores at ``params``, from the first, the last and a middle thread, and its
+    blocks' footprints, from the first, the last and a middle block."""
     buffers = plan.of_kernel(kernel.index) if plan is not None else {}
     m = kernel.n_mapped
     schedules = {}
@@ -132,34 +158,48 @@ def self_reuse(scop: Scop, kernel: TiledKernel, params: dict[str, int],
         if array.name in buffers or array.name in resident:
             continue
         refs = [(a, fix_parameters(a.relation, params)) for a in scop.accesses
-                if a.array == array.name and a.kind == "read" and a.statement in schedules]
-        if not refs:
+                if a.array == array.name and a.kind in ("read", "write")
+                and a.statement in schedules]
+        reads = [r for r in refs if r[0].kind == "read"]
+        writes = [r for r in refs if r[0].kind == "write"]
+        if not reads and not writes:
             continue
 
         threads = _ids(refs, schedules, 2 * m).coalesce()
         n_threads = count_points(threads)
         if n_threads == 0:
             continue
-        footprints, reads = [], []
+        samples = []
         for t in sample_tiles(threads):
-            footprints.append(_footprint(refs, schedules, t))
-            loads = 0
-            for a, rel in refs:  # one load per point of a thread's kept loops and element
-                sched = schedules[a.statement]
-                kept = _project(_of(sched, t), _kept_dims(kernel, sched))
-                loads += count_points(kept.reverse().apply_range(rel).wrap())
-            reads.append(loads)
+            read = _footprint(reads, schedules, t) if reads else 0
+            written = _footprint(writes, schedules, t) if writes else 0
+            both = _footprint(refs, schedules, t) if reads and writes else read + written
+            samples.append((read, written, both, _accesses(kernel, reads, schedules, t),
+                            _accesses(kernel, writes, schedules, t)))
         blocks = sample_tiles(_ids(refs, schedules, m).coalesce())
         block = sum(_footprint(refs, schedules, b) for b in blocks) / len(blocks)
         touched = count_points(_union(rel.intersect_domain(schedules[a.statement].domain())
                                       .range() for a, rel in refs).coalesce())
         scattered = any(_scattered(scop, kernel, a.statement, a, params) for a, _ in refs)
         size = array.element_size
-        result.append(SelfReuse(array.name, n_threads,
-                                round(n_threads * sum(footprints) / len(footprints)),
-                                round(n_threads * sum(reads) / len(reads)),
-                                block * size, touched * size, size, scattered))
+        read, written, both, loads, stores = (
+            round(n_threads * sum(x) / len(samples)) for x in zip(*samples, strict=True))
+        result.append(SelfReuse(array.name, n_threads, read, loads, block * size,
+                                touched * size, size, scattered, written=written,
+                                writes=stores, accessed=both))
     return tuple(result)
+
+
+def _accesses(kernel: TiledKernel, refs, schedules: dict[str, isl.Map],
+              ids: isl.Set) -> int:
+    """The loads (or stores) of ``refs`` by the thread ``ids``: one per point of its kept
+    loops (:func:`_kept_dims`) and element."""
+    count = 0
+    for a, rel in refs:
+        sched = schedules[a.statement]
+        kept = _project(_of(sched, ids), _kept_dims(kernel, sched))
+        count += count_points(kept.reverse().apply_range(rel).wrap())
+    return count
 
 
 def _union(sets) -> isl.Set:
@@ -189,8 +229,13 @@ def _footprint(refs, schedules: dict[str, isl.Map], ids: isl.Set) -> int:
 def spilled_rereads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
                     plan: MemoryPlan | None, resident: frozenset[str],
                     running_threads: int, cache_bytes: int) -> int:
-    """DRAM bytes of ``kernel``'s re-reads that the caches cannot hold (module doc):
-    ``running_threads`` threads run at once over the GPU, ``cache_bytes`` of L2."""
+    """DRAM bytes of ``kernel``'s re-reads and re-writes that the caches cannot hold
+    (module doc): ``running_threads`` threads run at once over the GPU, ``cache_bytes``
+    of L2, which the arrays share -- where what all of them keep in flight exceeds it,
+    every array's re-accesses miss (a thread's few words of ``b`` are evicted with its
+    triangle of ``a``)."""
     per_block = kernel.block_threads
-    return sum(r.spilled_bytes(running_threads, per_block, cache_bytes)
-               for r in self_reuse(scop, kernel, params, plan, resident))
+    found = self_reuse(scop, kernel, params, plan, resident)
+    if sum(r.live_bytes(running_threads, per_block) for r in found) <= cache_bytes:
+        return 0
+    return sum(r.again_bytes for r in found)

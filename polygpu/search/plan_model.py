@@ -95,7 +95,10 @@ NEAR_TIE = 0.01
 # best win: the traffic model prices them as parametric tiles and does not see what the
 # plans they beat pay in scattered copies and bank conflicts (H200, interleaved 16 x 16
 # products: the element plan predicted 0.46 ms against 0.37, measured 0.44 against 1.10;
-# results/NVIDIA-H200/batched.md)
+# results/NVIDIA-H200/batched.md) -- not against a device-steps best, which the batch
+# model prices with its copies' sectors (H100, interleaved Cholesky in float at n = 16:
+# a launched thread per element predicted 3.37 ms against four resident warps' 2.67,
+# measured 3.45 against 2.96)
 ELEMENT_TIE = 0.3
 # a cover (search/covers.py) replaces the one-launch fused plan only when the model
 # gives it this much: each launch is priced by the larger of its rounds and its traffic,
@@ -363,7 +366,7 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
     device-steps twin reads from a resident shared copy (their loads never scatter)."""
     from polygpu.memory.barriers import block_barriers
     from polygpu.memory.operand_loads import operand_loads
-    from polygpu.memory.self_reuse import spilled_rereads
+    from polygpu.memory.self_reuse import SPILLED_RATE_SHARE, spilled_rereads
     from polygpu.memory.traffic import estimated_traffic
 
     scop = c.kernel_scop
@@ -385,15 +388,16 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
             _, conc = concurrency(threads, registers, shared, max(grid, 1),
                                   limits.multiprocessors, limits)
             resident = per_sm
-        # threads' re-reads of their own elements beyond what L2 holds for all the
-        # threads running at once (memory/self_reuse.py)
+        # threads' re-reads and re-writes of their own elements beyond what L2 holds
+        # for all the threads running at once (memory/self_reuse.py), counted in the
+        # bytes a copy would move in their time
         running = min(grid, per_sm * limits.multiprocessors) * threads
         spilled = spilled_rereads(scop, k, values, c.memory, in_shared, running,
-                                  limits.l2_bytes)
+                                  limits.l2_bytes) / SPILLED_RATE_SHARE
         costs.append(LaunchCost(
             kernel=name, runs=times,
-            traffic_bytes=(sum(t.bytes for t in estimated_traffic(
-                scop, k, name, values, c.memory)) + spilled) * times,
+            traffic_bytes=round((sum(t.bytes for t in estimated_traffic(
+                scop, k, name, values, c.memory)) + spilled) * times),
             instances=loads.instances * times, operand_loads=round(loads.loads * times),
             blocks=grid, prefetched=c.memory.prefetches(k.index),
             concurrency=conc, barriers=block_barriers(scop, k, values, c.memory) * times,
@@ -665,10 +669,11 @@ def choose(prepared: Prepared, params: Mapping[str, int], limits: Limits = SM_90
     order = sorted(range(len(ranking)), key=lambda k: (ranking[k].seconds, k))
     # within the model's precision of the best, the earliest plan wins: the order of
     # plan_variants carries what the model cannot see (see _shapes); a batch's element
-    # plans within ELEMENT_TIE
+    # plans within ELEMENT_TIE of a launched best
     best = ranking[order[0]].seconds
+    element_tie = 1 + (NEAR_TIE if found[order[0]].device_steps else ELEMENT_TIE)
     near = [k for k in order if ranking[k].seconds <= best * (1 + NEAR_TIE) or (
-        found[k] in elements and ranking[k].seconds <= best * (1 + ELEMENT_TIE))]
+        found[k] in elements and ranking[k].seconds <= best * element_tie)]
     if math.isfinite(best) and min(near) != order[0]:
         order.remove(min(near))
         order.insert(0, min(near))

@@ -1,0 +1,24 @@
+# GPU calls of 2026-12-07 (thirty-ninth session), one H100 or H200: the interleaved
+# (SoA) Cholesky's rows padded (d08522c: 33 words at n = 32, where 32 conflicted) against
+# the tree before (base/ = 57cada2 unpacked: git archive 57cada2 polygpu tuning kernels
+# | tar -x -C base), and the model's picks after write-backs were priced
+# (memory/self_reuse.py: a thread per element's re-writes; float n = 16 now picks four
+# resident warps a block) against every scheduler candidate's best plan.
+# Usage: bash tuning/gpu_session_calls_2026-12-07c.sh CASE...
+. tuning/gpu_session_run.sh  # the wheels, run()
+for case in "$@"; do
+  case "$case" in
+  # the tree before the padding: its defaults at n = 16, 32 in both precisions
+  base) mkdir -p $OUT/base
+    (cd base && PYTHONPATH=/tmp/site:$PWD timeout 100 python tuning/batched.py --op cholesky_soa --n 16 32 --dtype float32 --dtype float64 --megabytes 1536 --no-square --repeats 5 --out $OUT/base > $OUT/log_base.txt 2>&1)
+    grep -h "^{" $OUT/log_base.txt | cut -c1-500; tail -2 $OUT/log_base.txt | cut -c1-300 ;;
+  # this tree in float: the default and each scheduler candidate's best plan, n = 8..64
+  soa32) run soa32 190 --op cholesky_soa --n 8 16 32 64 --dtype float32 --megabytes 1536 --mappings --per-candidate 1 --no-square --repeats 5 ;;
+  # ... in double at n = 8, 16, 32 (n = 8 not timed on the H100 before; the defaults
+  # also checked at the timed sizes)
+  soa64) run soa64 190 --op cholesky_soa --n 8 16 32 --dtype float64 --megabytes 1536 --mappings --per-candidate 1 --no-square --check-full --repeats 5 ;;
+  # the products in float, every scheduler candidate's best plan beside the default:
+  # the model's pick against the best timed on the H100 (last swept on the H200)
+  products) run products 560 --op gemm --op gemv --op dot --n 2 4 8 16 32 64 128 --dtype float32 --megabytes 1536 --mappings --per-candidate 1 --no-square --repeats 10 ;;
+  esac
+done
