@@ -1,6 +1,6 @@
-"""A thread's re-reads and re-writes of its own elements (memory/self_reuse.py): what the traffic model's
-per-block count misses where every thread cycles over a footprint the caches cannot
-hold for all of them -- a thread per element of the interleaved batched Cholesky."""
+"""A thread's re-reads and re-writes of its own elements (memory/self_reuse.py): what the
+traffic model's per-block count misses where every thread cycles over a footprint the
+caches cannot hold for all of them -- a thread per element of the interleaved batched Cholesky."""
 
 from __future__ import annotations
 

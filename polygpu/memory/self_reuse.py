@@ -45,7 +45,6 @@ from polygpu.model.isl_util import count_points
 from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.tiling import TiledKernel
 
-
 # the share of the copy rate that spilled re-reads and write-backs reach: the launched
 # thread per interleaved element of the batched Cholesky on the H100 (2026-12-07, median
 # of 5; n = 16 and 32, both precisions, two plans each, 1.5 GB, 48 to 21 warps an SM)
