@@ -13,6 +13,7 @@ import islpy as isl
 import pytest
 
 from polygpu.errors import PolygpuError
+from polygpu.memory.padding import lane_degree
 from polygpu.memory.residence import lifetime_footprint, plan_residence
 from polygpu.pipeline import compile_variant, prepare
 from polygpu.runtime.check import check_program
@@ -561,9 +562,12 @@ def test_interleaved_elements_are_copied_by_the_block_element_fastest(path, fast
 def test_an_interleaved_element_is_padded_along_its_rows_not_its_word(dtype, defines):
     """The resident box of an interleaved element, ``a[i][j][e]`` -> 32 x 32 x 1, is
     padded like the same element stored one after another (``a[e][i][j]`` -> 1 x 32 x
-    32): Algorithm 2 over its rows, the element's one word left out -- rows of 33 words,
-    every kernel reference conflict-free, where unpadded rows of 32 put a column read by
-    a warp's threads (``a[j][k][e]``) on few banks.  Exact at nb = 37, n = 17."""
+    32): Algorithm 2 over its rows, the element's one word left out, where unpadded rows
+    of 32 put a column read by a warp's threads (``a[j][k][e]``) on few banks.  The
+    trailing update's warp is 8 x 4 threads: its lanes are counted one by one (rows of
+    33 words put lanes (tx, ty) and (tx - 1, ty + 1) on one bank, four-way), so in
+    float the rows get 37 words (two-way: no odd row does better, and the columns read
+    by 32 lanes need an odd one).  Exact at nb = 37, n = 17."""
     fields = dict(tile=(32, 32), threads=(4, 8), elements_per_block=4)
     buffers = {}
     for path in (SOA, CHOLESKY):
@@ -573,15 +577,23 @@ def test_an_interleaved_element_is_padded_along_its_rows_not_its_word(dtype, def
         (residence,) = compiled.residences
         buffers[path] = next(b for b in residence.buffers if b.array == "a")
     soa, aos = buffers[SOA], buffers[CHOLESKY]
-    assert (soa.padding, soa.pad_dimension, soa.row_extents) == (1, 1, (32, 33, 1))
-    assert (aos.padding, aos.pad_dimension, aos.row_extents) == (1, -1, (1, 32, 33))
+    pad = 5 if dtype == "float32" else 1
+    assert (soa.padding, soa.pad_dimension, soa.row_extents) == (pad, 1, (32, 32 + pad, 1))
+    assert (aos.padding, aos.pad_dimension, aos.row_extents) == (pad, -1, (1, 32, 32 + pad))
     assert soa.to_json()["padded_dimension"] == 1
     # (the references' names differ: a[i][k][e] there, a[e][i][k] here)
     assert sorted(soa.decision.degrees.values()) == sorted(aos.decision.degrees.values())
     assert soa.decision.costs == aos.decision.costs
-    # conflict-free (a double takes two requests at best); unpadded, 7-12x the cost
-    assert max(soa.decision.degrees.values()) == (1 if dtype == "float32" else 2)
-    assert soa.decision.costs[0] > 5 * soa.decision.costs[1]
+    lanes = tuple((ty, tx) for ty in range(4) for tx in range(8))  # (i, j) of each lane
+    size = 4 if dtype == "float32" else 8
+    update = soa.decision.degrees["kernel2 S2.2 a[i][j][e]"]
+    assert update == lane_degree((32, 32), pad, lanes, size) == (2 if size == 4 else 4)
+    if size == 4:
+        assert lane_degree((32, 32), 1, lanes, size) == 4
+        assert soa.decision.costs[1] > soa.decision.costs[5]
+    # every column read by a warp conflict-free (a double takes two requests at best)
+    assert soa.decision.degrees["kernel1 S1.0 a[i][k][e]"] == size // 4
+    assert soa.decision.costs[0] > 4 * soa.decision.costs[pad]  # unpadded: 4.8x, 8.2x
     params = {"nb": 37, "n": 17}
     prepared = prepare(SOA, defines=defines, params=params)
     compiled = compile_variant(prepared, _resident(prepared, **fields), params)

@@ -36,6 +36,7 @@ from math import gcd, prod
 from pathlib import Path
 
 BANKS = 32
+WARP = 32  # lanes of a warp: what one shared-memory request serves
 DEFAULT_CALIBRATION = Path(__file__).with_name("bank_calibration.json")
 
 

@@ -62,7 +62,13 @@ from polygpu.memory.footprints import (
     padded_dimension,
     triangle_pair,
 )
-from polygpu.memory.padding import CostModel, SharedReference, choose_padding
+from polygpu.memory.padding import (
+    WARP,
+    CostModel,
+    LaneReference,
+    SharedReference,
+    choose_padding,
+)
 from polygpu.memory.placement import MAX_SHARED_BYTES, Buffer, thread_steps
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
@@ -269,11 +275,34 @@ def _padding(scop: Scop, kernels: tuple[TiledKernel, ...], array, box):
     for kernel in kernels:
         for acc in scop.accesses:
             if acc.array == array.name and acc.statement in kernel.statements:
-                steps = thread_steps(kernel, acc.statement, acc.relation, box)
-                if steps is not None:
-                    refs.append(SharedReference(
-                        f"kernel{kernel.index} {acc.statement}.{acc.ref} {acc.text}",
-                        steps[:rank]))
+                ref = _warp_reference(
+                    kernel, acc, box, rank,
+                    f"kernel{kernel.index} {acc.statement}.{acc.ref} {acc.text}")
+                if ref is not None:
+                    refs.append(ref)
     decision = choose_padding(box.extents[:rank], tuple(refs), size,
                               CostModel.default(size))
     return decision.padding, decision
+
+
+def _warp_reference(kernel: TiledKernel, acc, box, rank: int, name: str
+                    ) -> SharedReference | LaneReference | None:
+    """How one warp of ``kernel`` reads ``acc`` in the resident box: consecutive threads'
+    step where the warp is one row of x, else (x narrower than a warp: an element's
+    8 x 4 threads) each lane's offset, ``tx`` and ``ty`` steps combined -- a warp's
+    rows meet in banks that the x step alone does not show (at n = 32 in float, rows of
+    33 words put lanes (tx, ty) and (tx - 1, ty + 1) on one bank: four-way)."""
+    steps = thread_steps(kernel, acc.statement, acc.relation, box)
+    if steps is None:
+        return None
+    x = kernel.threads[0] if kernel.threads else WARP
+    if kernel.n_mapped < 2 or x >= WARP or kernel.lanes > 1:
+        return SharedReference(name, steps[:rank])
+    rows = thread_steps(kernel, acc.statement, acc.relation, box, kernel.n_mapped + 1)
+    if rows is None:
+        return SharedReference(name, steps[:rank])
+    lanes = min(WARP, x * kernel.threads[1])
+    return LaneReference(name, tuple(
+        tuple((lane % x) * a + (lane // x) * b for a, b in zip(steps[:rank], rows[:rank],
+                                                               strict=True))
+        for lane in range(lanes)))
