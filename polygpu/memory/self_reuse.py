@@ -77,7 +77,7 @@ class SelfReuse:
     def live_bytes(self, running_threads: int, threads_per_block: int) -> float:
         """What ``running_threads`` threads at once keep in flight: their footprints,
         counted once where their block's threads share them (mm's rows), and no more
-        than the kernel reads in all."""
+        than the kernel touches in all."""
         blocks = -(-running_threads // max(threads_per_block, 1))
         return min(min(running_threads, self.threads) * self.thread_bytes,
                    blocks * self.block_bytes, self.touched_bytes)
