@@ -20,6 +20,8 @@ for case in "$@"; do
   soa64) run soa64 190 --op cholesky_soa --n 8 16 32 --dtype float64 --megabytes 1536 --mappings --per-candidate 1 --no-square --check-full --repeats 5 ;;
   # the products in float, every scheduler candidate's best plan beside the default:
   # the model's pick against the best timed on the H100 (last swept on the H200)
+  # (what a warm machine's device time left can hold) n = 4, 16, 64
+  products_short) run products 380 --op gemm --op gemv --op dot --n 4 16 64 --dtype float32 --megabytes 1536 --mappings --per-candidate 1 --no-square --repeats 10 ;;
   products) run products 560 --op gemm --op gemv --op dot --n 2 4 8 16 32 64 128 --dtype float32 --megabytes 1536 --mappings --per-candidate 1 --no-square --repeats 10 ;;
   esac
 done
