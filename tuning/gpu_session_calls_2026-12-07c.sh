@@ -12,6 +12,14 @@ for case in "$@"; do
   base) mkdir -p $OUT/base
     (cd base && PYTHONPATH=/tmp/site:$PWD timeout 100 python tuning/batched.py --op cholesky_soa --n 16 32 --dtype float32 --dtype float64 --megabytes 1536 --no-square --repeats 5 --out $OUT/base > $OUT/log_base.txt 2>&1)
     grep -h "^{" $OUT/log_base.txt | cut -c1-500; tail -2 $OUT/log_base.txt | cut -c1-300 ;;
+  # (what the device time left after refused starts held) the tree before at n = 32 in
+  # float alone, where the padding changed most (rows of 32 words, now 37)
+  base32) mkdir -p $OUT/base
+    (cd base && PYTHONPATH=/tmp/site:$PWD timeout 60 python tuning/batched.py --op cholesky_soa --n 32 --dtype float32 --megabytes 1536 --no-square --repeats 5 --out $OUT/base > $OUT/log_base.txt 2>&1)
+    grep -h "^{" $OUT/log_base.txt | cut -c1-500; tail -2 $OUT/log_base.txt | cut -c1-300 ;;
+  # ... and in double at n = 8 alone: the pick moved from a thread per element to
+  # resident warps when write-backs were priced
+  soa64_8) run soa64 100 --op cholesky_soa --n 8 --dtype float64 --megabytes 1536 --mappings --per-candidate 1 --no-square --check-full --repeats 5 ;;
   # this tree in float: the default and each scheduler candidate's best plan, n = 8..64,
   # and at 16..64 the default's warps eight a block (copies of whole sectors in float)
   soa32) run soa32 200 --op cholesky_soa --n 8 16 32 64 --dtype float32 --megabytes 1536 --mappings --per-candidate 1 --no-square --repeats 5 --also tuning/probes/batched_cholesky_soa_eight_2026-12-07.json ;;
