@@ -230,11 +230,12 @@ def spilled_rereads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
                     running_threads: int, cache_bytes: int) -> int:
     """DRAM bytes of ``kernel``'s re-reads and re-writes that the caches cannot hold
     (module doc): ``running_threads`` threads run at once over the GPU, ``cache_bytes``
-    of L2, which the arrays share -- where what all of them keep in flight exceeds it,
-    every array's re-accesses miss (a thread's few words of ``b`` are evicted with its
-    triangle of ``a``)."""
+    of L2.  Each array is held against the whole cache, though the arrays share it:
+    a thread's whole footprint overstates what it keeps between two accesses of one
+    element (the Cholesky's trailing triangle shrinks step by step), and summing the
+    arrays would compound that -- in double at n = 8 a thread per element's triangles
+    (49 MiB) and vectors (11 MiB) would spill together, where in float at the same
+    bytes that thread ran 2.9x faster than the resident warps the spill would pick."""
     per_block = kernel.block_threads
-    found = self_reuse(scop, kernel, params, plan, resident)
-    if sum(r.live_bytes(running_threads, per_block) for r in found) <= cache_bytes:
-        return 0
-    return sum(r.again_bytes for r in found)
+    return sum(r.spilled_bytes(running_threads, per_block, cache_bytes)
+               for r in self_reuse(scop, kernel, params, plan, resident))
