@@ -6,19 +6,20 @@
 # resident warps a block) against every scheduler candidate's best plan.
 # Usage: bash tuning/gpu_session_calls_2026-12-07c.sh CASE...
 . tuning/gpu_session_run.sh  # the wheels, run()
+run_base() {  # $1: timeout, rest: sizes; the SoA Cholesky defaults of the tree in base/
+  limit=$1; shift; mkdir -p $OUT/base
+  (cd base && PYTHONPATH=/tmp/site:$PWD timeout $limit python tuning/batched.py --op cholesky_soa "$@" --megabytes 1536 --no-square --repeats 5 --out $OUT/base > $OUT/log_base.txt 2>&1)
+  grep -h "^{" $OUT/log_base.txt | cut -c1-500; tail -2 $OUT/log_base.txt | cut -c1-300
+}
 for case in "$@"; do
   case "$case" in
   # the tree before the padding: its defaults at n = 16, 32 in both precisions
-  base) mkdir -p $OUT/base
-    (cd base && PYTHONPATH=/tmp/site:$PWD timeout 100 python tuning/batched.py --op cholesky_soa --n 16 32 --dtype float32 --dtype float64 --megabytes 1536 --no-square --repeats 5 --out $OUT/base > $OUT/log_base.txt 2>&1)
-    grep -h "^{" $OUT/log_base.txt | cut -c1-500; tail -2 $OUT/log_base.txt | cut -c1-300 ;;
+  base) run_base 100 --n 16 32 --dtype float32 --dtype float64 ;;
   # (what the device time left after refused starts held) the tree before at n = 32 in
   # float alone, where the padding changed most (rows of 32 words, now 37)
-  base32) mkdir -p $OUT/base
-    (cd base && PYTHONPATH=/tmp/site:$PWD timeout 60 python tuning/batched.py --op cholesky_soa --n 32 --dtype float32 --megabytes 1536 --no-square --repeats 5 --out $OUT/base > $OUT/log_base.txt 2>&1)
-    grep -h "^{" $OUT/log_base.txt | cut -c1-500; tail -2 $OUT/log_base.txt | cut -c1-300 ;;
-  # ... and in double at n = 8 alone: the pick moved from a thread per element to
-  # resident warps when write-backs were priced
+  base32) run_base 60 --n 32 --dtype float32 ;;
+  # ... and in double at n = 8 alone, never timed on the H100 (the pick, a thread per
+  # element, against each scheduler candidate's best)
   soa64_8) run soa64 100 --op cholesky_soa --n 8 --dtype float64 --megabytes 1536 --mappings --per-candidate 1 --no-square --check-full --repeats 5 ;;
   # this tree in float: the default and each scheduler candidate's best plan, n = 8..64,
   # and at 16..64 the default's warps eight a block (copies of whole sectors in float)
