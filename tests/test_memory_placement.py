@@ -54,6 +54,27 @@ def test_padding_can_be_forced_and_shared_memory_turned_off():
     assert p.placement == "global" and "turned off" in p.reason
 
 
+def test_a_warp_spanning_two_rows_of_threads_is_padded_for_both():
+    """16 x 16 threads: a warp is two rows of ty.  Rows of 34 words put lane (tx, 1)
+    two banks after (tx, 0): 2-way conflicts that the x step alone does not show.  Only
+    rows of 16 words mod 32 (padding 14) keep the warp's two rows on distinct banks."""
+    c = compile_region("kernels/jacobi2d.c", variant=Variant(tile=(32, 32),
+                                                             threads=(16, 16),
+                                                             time_tile=16))
+    for name in ("a", "b"):
+        buf = _buffers(c)[name]
+        assert (buf.box.extents, buf.padding) == ((34, 34), 14)
+        costs = buf.decision.costs
+        assert [p for p, cost in enumerate(costs) if cost == min(costs)] == [14]
+        assert costs[0] > 1.5 * costs[14]
+        assert f"{name}_sh[34][48];" in c.program.source
+    # a warp of 32 threads along x is one row: the x step says it all, rows unpadded
+    c = compile_region("kernels/jacobi2d.c", variant=Variant(tile=(32, 32),
+                                                             threads=(8, 32),
+                                                             time_tile=16))
+    assert _buffers(c)["a"].padding == 0
+
+
 def test_unbounded_footprint_is_not_staged_and_says_why():
     c = compile_region("kernels/mv.c", variant=Variant(time_tile=0))
     assert "a" not in _buffers(c)

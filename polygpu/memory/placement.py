@@ -54,6 +54,7 @@ from polygpu.memory.footprints import (
 )
 from polygpu.memory.liveness import dead_after, live_in_reads
 from polygpu.memory.padding import (
+    WARP,
     CostModel,
     LaneReference,
     PaddingDecision,
@@ -573,6 +574,24 @@ def lane_offsets(kernel: TiledKernel, an: Analysis, acc, box: Box
                  for g, q in (divmod(lane, kernel.lanes) for lane in range(32)))
 
 
+def warp_lanes(kernel: TiledKernel, acc, box: Box) -> tuple[tuple[int, ...], ...] | None:
+    """The buffer offsets of a warp's lanes through ``acc`` where the block is narrower
+    than a warp along x (an element's 8 x 4 threads, a 16 x 16 tile), else None: the
+    ``tx`` and ``ty`` steps combined, lane ``l`` at (``l mod x``, ``l div x``).  A warp's
+    rows meet in banks that the x step alone does not show (rows of 33 words put lanes
+    (tx, ty) and (tx - 1, ty + 1) on one bank)."""
+    x = kernel.threads[0] if kernel.threads else WARP
+    if kernel.n_mapped < 2 or x >= WARP or kernel.lanes > 1 or kernel.mma:
+        return None
+    steps = thread_steps(kernel, acc.statement, acc.relation, box)
+    rows = thread_steps(kernel, acc.statement, acc.relation, box, kernel.n_mapped + 1)
+    if steps is None or rows is None:
+        return None
+    return tuple(tuple((lane % x) * a + (lane // x) * b for a, b in zip(steps, rows,
+                                                                       strict=True))
+                 for lane in range(min(WARP, x * kernel.threads[1])))
+
+
 def _moves(deltas: isl.Set | None) -> bool:
     """Whether a reference's subscripts change between neighbours (``deltas``: what
     :func:`neighbour_deltas` gives; None: not known, taken as no move)."""
@@ -656,7 +675,8 @@ def _padding(kernel: TiledKernel, an: Analysis, array: str, box: Box, dtype: str
         if acc.array == array and acc.statement in statements and \
                 (not only or (acc.statement, acc.ref) in only):
             name = f"{acc.statement}.{acc.ref} {acc.text}"
-            lanes = mma_lanes(kernel, an, acc, box) or lane_offsets(kernel, an, acc, box)
+            lanes = mma_lanes(kernel, an, acc, box) or \
+                lane_offsets(kernel, an, acc, box) or warp_lanes(kernel, acc, box)
             steps = thread_steps(kernel, acc.statement, acc.relation, box)
             if lanes is not None:
                 refs.append(LaneReference(name, lanes))

@@ -63,13 +63,12 @@ from polygpu.memory.footprints import (
     triangle_pair,
 )
 from polygpu.memory.padding import (
-    WARP,
     CostModel,
     LaneReference,
     SharedReference,
     choose_padding,
 )
-from polygpu.memory.placement import MAX_SHARED_BYTES, Buffer, thread_steps
+from polygpu.memory.placement import MAX_SHARED_BYTES, Buffer, thread_steps, warp_lanes
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
 from polygpu.schedule.transformation import Transformation
@@ -287,22 +286,11 @@ def _padding(scop: Scop, kernels: tuple[TiledKernel, ...], array, box):
 
 def _warp_reference(kernel: TiledKernel, acc, box, rank: int, name: str
                     ) -> SharedReference | LaneReference | None:
-    """How one warp of ``kernel`` reads ``acc`` in the resident box: consecutive threads'
-    step where the warp is one row of x, else (x narrower than a warp: an element's
-    8 x 4 threads) each lane's offset, ``tx`` and ``ty`` steps combined -- a warp's
-    rows meet in banks that the x step alone does not show (at n = 32 in float, rows of
-    33 words put lanes (tx, ty) and (tx - 1, ty + 1) on one bank: four-way)."""
+    """How one warp of ``kernel`` reads ``acc`` in the resident box: each lane's offset
+    where the block is narrower than a warp along x (:func:`placement.warp_lanes`), else
+    consecutive threads' step."""
+    lanes = warp_lanes(kernel, acc, box)
+    if lanes is not None:
+        return LaneReference(name, tuple(lane[:rank] for lane in lanes))
     steps = thread_steps(kernel, acc.statement, acc.relation, box)
-    if steps is None:
-        return None
-    x = kernel.threads[0] if kernel.threads else WARP
-    if kernel.n_mapped < 2 or x >= WARP or kernel.lanes > 1:
-        return SharedReference(name, steps[:rank])
-    rows = thread_steps(kernel, acc.statement, acc.relation, box, kernel.n_mapped + 1)
-    if rows is None:
-        return SharedReference(name, steps[:rank])
-    lanes = min(WARP, x * kernel.threads[1])
-    return LaneReference(name, tuple(
-        tuple((lane % x) * a + (lane // x) * b for a, b in zip(steps[:rank], rows[:rank],
-                                                               strict=True))
-        for lane in range(lanes)))
+    return None if steps is None else SharedReference(name, steps[:rank])
