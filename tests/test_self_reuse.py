@@ -179,3 +179,49 @@ def test_write_backs_move_the_float_pick_at_n_16_to_resident_warps():
     # (+ the compulsory bytes; b's 13 MB of vectors stay in L2)
     assert a.again_bytes / SPILLED_RATE_SHARE < cost.traffic_bytes < \
         (a.again_bytes + reuse["b"].again_bytes) / SPILLED_RATE_SHARE
+
+
+def test_accesses_beyond_l1_go_to_l2_and_order_the_schedules_at_n_8():
+    """At n = 8 in double a thread per interleaved element keeps 352 bytes of its
+    element live, 2048 threads an SM 704 kB: L1 (256 kB) cannot keep them, so every load
+    and store goes to L2.  The schedule that keeps the forward solve's sums in a
+    register (candidate 1) has 547 of them an element against 610 where the solve is
+    fused into the factorization (candidate 0); on the H100 they ran 1.335 against
+    1.494 ms, and the model now picks candidate 1 (it tied them before, at the DRAM
+    traffic, and kept candidate 0)."""
+    from polygpu.memory.self_reuse import through_l2
+
+    params = {"nb": 1333333, "n": 8}
+    prepared = prepare(SOA, defines=DOUBLE, params=params)
+    accesses, seconds = {}, {}
+    for cand in (0, 1):
+        variant = Variant(**(THREAD | {"candidate": cand}), time_tile=8)
+        c, _, _, reuse = _reuse(SOA, params, variant, DOUBLE)
+        for r in reuse.values():
+            assert r.block_share == 1.0 and not r.scattered  # nothing shared
+            assert r.l2_bytes(True) == (r.reads + r.writes) * 8
+            assert r.l2_bytes(False) == (r.footprint + r.writes) * 8
+        accesses[cand] = sum(r.reads + r.writes for r in reuse.values()) / params["nb"]
+        assert sum(r.thread_bytes for r in reuse.values()) == 352
+        values = tuple(reuse.values())
+        assert through_l2(values, 2048, 256 << 10) == sum(r.l2_bytes(True) for r in values)
+        assert through_l2(values, 512, 256 << 10) == sum(r.l2_bytes(False) for r in values)
+        (cost,) = plan_model.launch_costs(c, params)
+        assert cost.l2_bytes == through_l2(values, 2048, 256 << 10) > 5 * 10**9
+        seconds[cand] = plan_model.estimate(prepared, variant, params).seconds
+    assert (accesses[0], accesses[1]) == (610, 547)
+    assert seconds[0] / seconds[1] > 1.1
+    choice = plan_model.choose(prepared, params)
+    assert (choice.variant.candidate, choice.variant.device_steps) == (1, False)
+
+
+def test_threads_that_share_elements_load_them_once_a_block():
+    """A group's threads of a 4 x 4 product each read a row of ``a`` that three more
+    threads read too: a block's distinct elements are a quarter of its (thread,
+    element) pairs, and its first loads reach L2 once a block."""
+    params = {"nb": 4096, "n": 4}
+    variant = Variant(tile=(16, 4, 4), threads=(16, 4, 4), shared=False)
+    _, _, _, found = _reuse("kernels/batched_mm.c", params, variant)
+    a = found["a"]
+    assert a.block_share == 0.25
+    assert a.l2_bytes(False) == round(a.footprint * 4 * 0.25)

@@ -25,7 +25,9 @@ class LaunchCost:
     share a multiprocessor (None before nvcc without a guess): a barrier idles the
     multiprocessor only where no other block is there to issue.  ``threads``: each
     block's threads (0: not known), whose every thread issues its setup whether it has
-    a point or not (:data:`polygpu.search.cost.THREAD_INSTRUCTIONS`)."""
+    a point or not (:data:`polygpu.search.cost.THREAD_INSTRUCTIONS`).  ``l2_bytes``: the
+    bytes its threads' loads and stores of arrays left in global memory move through L2
+    (0: not counted), which bound its memory time beside the DRAM traffic."""
 
     kernel: str
     runs: int
@@ -38,6 +40,7 @@ class LaunchCost:
     barriers: int = 0
     resident_blocks: int | None = None
     threads: int = 0
+    l2_bytes: int = 0  # its threads' own global accesses through L2 (memory/self_reuse.py)
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,8 @@ def _launch_times(x: LaunchCost, limits: Limits) -> tuple[float, float]:
     # its warps do not wait for DRAM, so concurrency need not hide the latency
     memory_share = active * (1.0 if x.prefetched else min(1.0, concurrency_ / SATURATION))
     issue_share = active * min(1.0, concurrency_ / ISSUE_SATURATION)
-    memory = x.traffic_bytes / limits.dram_bytes_per_s / max(memory_share, 1e-9)
+    memory = max(x.traffic_bytes / limits.dram_bytes_per_s,
+                 x.l2_bytes / limits.l2_access_bytes_per_s) / max(memory_share, 1e-9)
     launched = x.runs * x.blocks * x.threads * THREAD_INSTRUCTIONS
     issue = (x.instances + x.operand_loads + launched) / (
         sms * limits.fp32_lanes_per_sm * limits.clock_hz) / max(issue_share, 1e-9)
@@ -85,7 +86,8 @@ def predicted_cost(c: Candidate, limits: Limits = SM_90) -> float:
     """The model's order for timing (a budget times the most promising first), in
     seconds: per launch, the longer of
 
-    * the memory time: modelled traffic over the DRAM bandwidth, and
+    * the memory time: modelled traffic over the DRAM bandwidth, or where longer, the
+      threads' own accesses through L2 over its rate (``LaunchCost.l2_bytes``), and
     * the issue time: one instruction per statement instance plus its operand loads
       (:mod:`polygpu.memory.operand_loads`) over the GPU's FP32 issue rate --
       what orders compute-bound kernels like mm, whose traffic a good tiling has made

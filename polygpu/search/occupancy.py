@@ -48,6 +48,13 @@ class Limits:
     clock_hz: float = 1.755e9  # boost clock
     dram_bytes_per_s: float = 3.0e12  # achievable copy bandwidth (HBM3 H100: ~3 TB/s)
     l2_bytes: int = 50 * 2**20  # the L2 cache (H100 SXM and H200: 50 MB)
+    l1_bytes: int = 256 * 1024  # an SM's L1 and shared memory together (Hopper: 256 kB)
+    # the rate at which threads' own global loads and stores, each a word apart from the
+    # neighbouring thread's, move through L2 when L1 cannot keep what they reuse (memory/
+    # self_reuse.py): the interleaved batched Cholesky's thread per element at n = 8 on
+    # the H100 (2026-12-07, two schedules in float and double, 1.5 GB) moved its 5.8-6.5
+    # GB of such accesses at 4.36-4.73 TB/s
+    l2_access_bytes_per_s: float = 4.4e12
     # global memory (the H100 SXM's 80 GB): what a plan's scratch arrays must fit beside
     # the caller's (a relayout's twins double them)
     memory_bytes: int = 80 * 10**9

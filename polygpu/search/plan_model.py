@@ -98,7 +98,12 @@ NEAR_TIE = 0.01
 # results/NVIDIA-H200/batched.md) -- not against a device-steps best, which the batch
 # model prices with its copies' sectors (H100, interleaved Cholesky in float at n = 16:
 # a launched thread per element predicted 3.37 ms against four resident warps' 2.67,
-# measured 3.45 against 2.96)
+# measured 3.45 against 2.96) -- nor against an element plan on the caller's layout: of
+# two, the model's order is what it sees, the accesses through L2 (H100, interleaved
+# Cholesky in double at n = 8: two schedules' threads per element predicted 1.487 and
+# 1.334 ms, measured 1.494 and 1.335); an element plan on the relaid copy still gives
+# way (H200, interleaved 16 x 16 products in double: the relaid plan predicted 5 %
+# faster, measured 1.387 ms against 1.115)
 ELEMENT_TIE = 0.3
 # a cover (search/covers.py) replaces the one-launch fused plan only when the model
 # gives it this much: each launch is priced by the larger of its rounds and its traffic,
@@ -366,7 +371,7 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
     device-steps twin reads from a resident shared copy (their loads never scatter)."""
     from polygpu.memory.barriers import block_barriers
     from polygpu.memory.operand_loads import operand_loads
-    from polygpu.memory.self_reuse import SPILLED_RATE_SHARE, spilled_rereads
+    from polygpu.memory.self_reuse import SPILLED_RATE_SHARE, self_reuse, through_l2
     from polygpu.memory.traffic import estimated_traffic
 
     scop = c.kernel_scop
@@ -392,8 +397,13 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
         # for all the threads running at once (memory/self_reuse.py), counted in the
         # bytes a copy would move in their time
         running = min(grid, per_sm * limits.multiprocessors) * threads
-        spilled = spilled_rereads(scop, k, values, c.memory, in_shared, running,
-                                  limits.l2_bytes) / SPILLED_RATE_SHARE
+        reuse = self_reuse(scop, k, values, c.memory, in_shared)
+        spilled = sum(r.spilled_bytes(running, k.block_threads, limits.l2_bytes)
+                      for r in reuse) / SPILLED_RATE_SHARE
+        # ... and every access of theirs through L2, which an SM's L1 (what its blocks'
+        # shared memory leaves) may not keep
+        l1 = max(limits.l1_bytes - per_sm * shared, 0)
+        l2 = through_l2(reuse, min(per_sm * threads, limits.max_threads_per_sm), l1)
         costs.append(LaunchCost(
             kernel=name, runs=times,
             traffic_bytes=round((sum(t.bytes for t in estimated_traffic(
@@ -401,7 +411,7 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
             instances=loads.instances * times, operand_loads=round(loads.loads * times),
             blocks=grid, prefetched=c.memory.prefetches(k.index),
             concurrency=conc, barriers=block_barriers(scop, k, values, c.memory) * times,
-            resident_blocks=resident, threads=threads))
+            resident_blocks=resident, threads=threads, l2_bytes=round(l2 * times)))
     return tuple(costs)
 
 
@@ -669,9 +679,11 @@ def choose(prepared: Prepared, params: Mapping[str, int], limits: Limits = SM_90
     order = sorted(range(len(ranking)), key=lambda k: (ranking[k].seconds, k))
     # within the model's precision of the best, the earliest plan wins: the order of
     # plan_variants carries what the model cannot see (see _shapes); a batch's element
-    # plans within ELEMENT_TIE of a launched best
-    best = ranking[order[0]].seconds
-    element_tie = 1 + (NEAR_TIE if found[order[0]].device_steps else ELEMENT_TIE)
+    # plans within ELEMENT_TIE of a launched best that is not one of them on the
+    # caller's layout
+    best, top = ranking[order[0]].seconds, found[order[0]]
+    element_tie = 1 + (NEAR_TIE if top.device_steps or (
+        top in elements and not top.relayout) else ELEMENT_TIE)
     near = [k for k in order if ranking[k].seconds <= best * (1 + NEAR_TIE) or (
         found[k] in elements and ranking[k].seconds <= best * element_tie)]
     if math.isfinite(best) and min(near) != order[0]:
