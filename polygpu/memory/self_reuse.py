@@ -198,9 +198,10 @@ def self_reuse(scop: Scop, kernel: TiledKernel, params: dict[str, int],
             samples.append((read, written, both, _accesses(kernel, reads, schedules, t),
                             _accesses(kernel, writes, schedules, t)))
         blocks = sample_tiles(_ids(refs, schedules, m).coalesce())
-        block = sum(_footprint(refs, schedules, b) for b in blocks) / len(blocks)
+        per_block = [_footprint(refs, schedules, b) for b in blocks]
+        block = sum(per_block) / len(blocks)
         pairs = _pairs(refs, schedules, blocks[0], 2 * m)
-        share = _footprint(refs, schedules, blocks[0]) / pairs if pairs else 1.0
+        share = per_block[0] / pairs if pairs else 1.0
         touched = count_points(_union(rel.intersect_domain(schedules[a.statement].domain())
                                       .range() for a, rel in refs).coalesce())
         scattered = any(_scattered(scop, kernel, a.statement, a, params) for a, _ in refs)
@@ -268,9 +269,15 @@ def spilled_rereads(scop: Scop, kernel: TiledKernel, params: dict[str, int],
     arrays would compound that -- in double at n = 8 a thread per element's triangles
     (49 MiB) and vectors (11 MiB) would spill together, where in float at the same
     bytes that thread ran 2.9x faster than the resident warps the spill would pick."""
-    per_block = kernel.block_threads
-    return sum(r.spilled_bytes(running_threads, per_block, cache_bytes)
-               for r in self_reuse(scop, kernel, params, plan, resident))
+    return spilled(self_reuse(scop, kernel, params, plan, resident), running_threads,
+                   kernel.block_threads, cache_bytes)
+
+
+def spilled(reuse: tuple[SelfReuse, ...], running_threads: int, threads_per_block: int,
+            cache_bytes: int) -> int:
+    """:func:`spilled_rereads` of a kernel's arrays already counted (``reuse``)."""
+    return sum(r.spilled_bytes(running_threads, threads_per_block, cache_bytes)
+               for r in reuse)
 
 
 def through_l2(reuse: tuple[SelfReuse, ...], threads_per_sm: int, l1_bytes: int) -> int:

@@ -371,7 +371,12 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
     device-steps twin reads from a resident shared copy (their loads never scatter)."""
     from polygpu.memory.barriers import block_barriers
     from polygpu.memory.operand_loads import operand_loads
-    from polygpu.memory.self_reuse import SPILLED_RATE_SHARE, self_reuse, through_l2
+    from polygpu.memory.self_reuse import (
+        SPILLED_RATE_SHARE,
+        self_reuse,
+        spilled,
+        through_l2,
+    )
     from polygpu.memory.traffic import estimated_traffic
 
     scop = c.kernel_scop
@@ -398,8 +403,8 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
         # bytes a copy would move in their time
         running = min(grid, per_sm * limits.multiprocessors) * threads
         reuse = self_reuse(scop, k, values, c.memory, in_shared)
-        spilled = sum(r.spilled_bytes(running, k.block_threads, limits.l2_bytes)
-                      for r in reuse) / SPILLED_RATE_SHARE
+        spilled_bytes = spilled(reuse, running, k.block_threads,
+                                limits.l2_bytes) / SPILLED_RATE_SHARE
         # ... and every access of theirs through L2, which an SM's L1 (what its blocks'
         # shared memory leaves) may not keep
         l1 = max(limits.l1_bytes - per_sm * shared, 0)
@@ -407,7 +412,7 @@ def launch_costs(c: Compiled, params: Mapping[str, int], limits: Limits = SM_90,
         costs.append(LaunchCost(
             kernel=name, runs=times,
             traffic_bytes=round((sum(t.bytes for t in estimated_traffic(
-                scop, k, name, values, c.memory)) + spilled) * times),
+                scop, k, name, values, c.memory)) + spilled_bytes) * times),
             instances=loads.instances * times, operand_loads=round(loads.loads * times),
             blocks=grid, prefetched=c.memory.prefetches(k.index),
             concurrency=conc, barriers=block_barriers(scop, k, values, c.memory) * times,
