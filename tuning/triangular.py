@@ -95,9 +95,14 @@ def leaf_plan(text: str) -> Variant:
     """A solve leaf's plan from ``--leaves``: ``LxC`` -- ``L`` lanes a column, ``C``
     columns a block (``Variant.lanes``), with a suffix ``p``: its copies prefetched, ``d``:
     and double-buffered -- or ``serial``: a thread a column, 32 a block, the rows' sums on
-    that thread (the plan before lanes)."""
+    that thread (the plan before lanes) -- or ``uC``: a thread a column, ``C`` a block,
+    its column held in registers, the leaf unrolled whole and right-looking
+    (``Variant.full_unroll``)."""
     if text == "serial":
         return Variant(tile=(32,), threads=(32,))
+    if text.startswith("u"):
+        columns = int(text[1:])
+        return Variant(tile=(columns,), threads=(columns,), full_unroll=True, time_tile=0)
     shape = text.rstrip("pd")
     lanes, columns = (int(x) for x in shape.split("x"))
     return replace(SOLVE_LEAF, tile=(columns,), threads=(columns,), lanes=lanes,
@@ -493,7 +498,9 @@ def main(argv=None) -> int:
                    help="skip the model's default plan (a solve's takes 0.07-0.5 s a run)")
     p.add_argument("--leaves", nargs="+", default=[DEFAULT_LEAF],
                    help="a solve's leaf plans to time: LxC (L lanes a column, C columns "
-                        f"a block) or serial (a thread a column); default {DEFAULT_LEAF}")
+                        "a block), uC (a thread a column in registers, C a block, the "
+                        "leaf unrolled) or serial (a thread a column); default "
+                        f"{DEFAULT_LEAF}")
     p.add_argument("--build-only", metavar="FILE",
                    help="compile the plans and write them (pickled) to FILE, run nothing")
     p.add_argument("--arch", help="with --build-only: also compile the programs with nvcc "

@@ -47,7 +47,8 @@ def add_variant_arguments(p: argparse.ArgumentParser) -> None:
                    + ", ".join(f.name for f in dataclasses.fields(Variant))
                    + "; \"kernels\": {\"K\": {...}} gives kernel K its own; see "
                    "docs/scheduling.md for chunk, cuts, splits, device_steps, "
-                   "elements_per_block, lanes, mma, mma_k and min_blocks, docs/memory.md "
+                   "elements_per_block, lanes, full_unroll, mma, mma_k and min_blocks, "
+                   "docs/memory.md "
                    "for resident, "
                    "docs/transform.md for relayout and recursion, docs/input-language.md "
                    "for fast_math, and docs/search.md for specialize, which needs -p for "

@@ -15,9 +15,15 @@ import islpy as isl
 
 from polygpu.codegen.fold_pieces import FoldPieces
 from polygpu.codegen.launch_grid import block_count
+from polygpu.errors import PolygpuError
 from polygpu.model.dependences import SIMPLIFICATIONS, maps_of, union_of
 from polygpu.model.scop import Scop
 from polygpu.schedule.tiling import TiledKernel
+
+# statement copies one thread's completely unrolled work may take (Variant.full_unroll):
+# a 128-row solve leaf has 8 256 (ptxas: 1.7 s); beyond, nvcc's time and the kernel's
+# size grow past what any leaf gains
+MAX_UNROLLED = 20_000
 
 
 def ids(names) -> isl.IdList:
@@ -96,6 +102,9 @@ def kernel_ast(scop: Scop, kernel: TiledKernel, levels: int = 0,
     context = with_params(context, fixed)
     # register tiles: isl unrolls these loops completely (a guarded copy per point)
     unroll = tuple(k - levels for k in kernel.unroll_dims)
+    if kernel.unrolled:  # (nvcc unrolls them: isl took 1.6 s a 64-row leaf)
+        _check_unrollable(scop, kernel, schedule, context,
+                          tuple(k - levels for k in kernel.unrolled))
     iterators = tuple(kernel.local_names[levels:])
     if unroll and kernel.blocks is not None:
         # code for some blocks only (codegen/full_tiles.py): in whole tiles the register
@@ -108,10 +117,42 @@ def kernel_ast(scop: Scop, kernel: TiledKernel, levels: int = 0,
     return _ast_of_text(str(context), str(schedule), iterators, unroll)
 
 
+def _check_unrollable(scop: Scop, kernel: TiledKernel, schedule: isl.UnionMap,
+                      context: isl.Set, dims: tuple[int, ...]) -> None:
+    """PolygpuError unless the loops ``dims`` of ``schedule`` have a constant bound of
+    at most :data:`MAX_UNROLLED` points a thread in all (their bounding box's, for any
+    block and thread): complete unrolling needs constant trip counts (the sizes baked
+    in), and a small enough kernel."""
+    points = 0
+    for m in maps_of(schedule):
+        rng = m.intersect_params(context).range()
+        for name, value in scop.fixed_parameters.items():  # (the sizes baked in)
+            p = rng.find_dim_by_name(isl.dim_type.param, name)
+            if p >= 0:
+                rng = rng.fix_val(isl.dim_type.param, p, isl.Val(value))
+        rng = rng.project_out_all_params()
+        if rng.is_empty():  # (a statement of another tile level)
+            continue
+        box = 1
+        for d in dims:
+            lo, hi = rng.dim_min_val(d), rng.dim_max_val(d)
+            if not (lo.is_int() and hi.is_int()):
+                raise PolygpuError(
+                    f"variant: full_unroll needs constant trip counts in kernel "
+                    f"{kernel.index} (set specialize and give the sizes)")
+            box *= hi.to_python() - lo.to_python() + 1
+        points += box
+    if points > MAX_UNROLLED:
+        raise PolygpuError(f"variant: full_unroll of kernel {kernel.index} would copy its "
+                           f"statements {points} times a thread (at most {MAX_UNROLLED}); "
+                           "use smaller tiles or leaves")
+
+
 def register_loops(kernel: TiledKernel) -> frozenset[str]:
-    """The iterators of ``kernel``'s register-tile loops: where an AST keeps them as
-    loops (:func:`kernel_ast`), the code generator has nvcc unroll them completely."""
-    return frozenset(kernel.local_names[k] for k in kernel.unroll_dims)
+    """The iterators of ``kernel``'s register-tile loops and of its loops unrolled
+    whole (``Variant.full_unroll``): where an AST keeps them as loops
+    (:func:`kernel_ast`), the code generator has nvcc unroll them completely."""
+    return frozenset(kernel.local_names[k] for k in kernel.unroll_dims + kernel.unrolled)
 
 
 def _plain_loops(node: isl.AstNode, names: frozenset[str], inside: bool) -> bool:

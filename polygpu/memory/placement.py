@@ -835,14 +835,18 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                 continue
             # 1. registers
             # (apart reads: one register copy of an array a kernel, the written part's)
-            if variant.registers and "register" in cands and not is_apart:
+            # (a thread's work unrolled whole: any footprint of a thread that fits is
+            # held in registers -- a solve leaf's column, which reuse analysis of the
+            # unsplit nest saw shared among the rows' threads)
+            if variant.registers and ("register" in cands or kernel.unrolled) and \
+                    not is_apart:
                 reads = footprint(scop, kernel, array.name, "read", 0, threads=True,
                                   refs=only)
                 writes = footprint(scop, kernel, array.name, "write", 0, threads=True,
                                    refs=only)
                 box = _register_box(an, reads, writes)
                 if box is not None and box.size <= MAX_REGISTERS and (
-                        box.size == 1 or kernel.unroll_dims):
+                        box.size == 1 or kernel.unroll_dims or kernel.unrolled):
                     if not atomic and exact_flow:  # the live copies only (liveness.py)
                         reads = live_in_reads(an, kernel, array.name, only) \
                             if reads is not None else None

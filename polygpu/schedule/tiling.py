@@ -82,6 +82,9 @@ class TiledKernel:
     local_names: tuple[str, ...] = field(default=())
     unroll: int = 1  # #pragma unroll factor for the innermost loops
     unroll_dims: tuple[int, ...] = ()  # local dims to unroll completely (register tiles)
+    # further local dims isl unrolls completely (Variant.full_unroll): every loop inside
+    # the deepest tile level, so a thread's footprint along them takes constant indices
+    unrolled: tuple[int, ...] = ()
     n_tile_levels: int = 0  # leading local dims every thread runs alike (see module doc)
     block_names: tuple[str, ...] = ()  # C names of the block coordinates, x first
     thread_names: tuple[str, ...] = ()  # C names of the thread coordinates, x first
@@ -226,6 +229,9 @@ def _tile_kernel(scop: Scop, kernel: KernelSchedule, index: int, variant: Varian
         point_dims=tuple(range(first_local_point, first_local_point + n_mapped)),
         unroll=variant.unroll,
         unroll_dims=tuple(range(n_local - n_mapped, n_local)) if variant.jam else (),
+        unrolled=tuple(d for d in range(n_levels, n_local)
+                       if not (variant.jam and d >= n_local - n_mapped))
+        if variant.full_unroll else (),
         n_tile_levels=n_levels,
         block_names=block_names,
         thread_names=thread_names,
@@ -399,6 +405,8 @@ _NOT_TILING = {"candidate": 0, "shared": True, "padding": -1, "registers": True,
 def _tiled(scop: Scop, deps: Dependences, tr: Transformation,
            per_kernel: tuple[Variant, ...]) -> tuple[TiledKernel, ...]:
     kernels = tuple(_on_lanes(scop, deps, k, i, per_kernel[i]) if per_kernel[i].lanes > 1
+                    else _unrolled(scop, deps, k, i, per_kernel[i])
+                    if per_kernel[i].full_unroll
                     else _steps_on_lanes(scop, deps, k, i, per_kernel[i])
                     if per_kernel[i].device_steps
                     else _tile_kernel(scop, k, i, per_kernel[i])
@@ -424,6 +432,22 @@ def _on_lanes(scop: Scop, deps: Dependences, kernel: KernelSchedule, index: int,
                 proven_alone(es.schedule, es.kinds, deps) and \
                 lane_parallel(candidate.schedule, candidate.statements, deps, max(loops)):
             return replace(candidate, lane_dims=(local,))
+    return _tile_kernel(scop, kernel, index, variant)
+
+
+def _unrolled(scop: Scop, deps: Dependences, kernel: KernelSchedule, index: int,
+              variant: Variant) -> TiledKernel:
+    """A kernel whose thread's work is unrolled completely (``Variant.full_unroll``),
+    right-looking where that is its form and proven on its own (schedule/lane_loops.py):
+    in registers the updates of the rows below a divided row are independent FMAs that
+    fill the pipeline, while the next row's division waits on one of them only --
+    left-looking, it would wait on the row's whole sum, one FMA after another."""
+    turned = right_looking(kernel)
+    if turned is not None:
+        candidate = _tile_kernel(scop, turned, index, variant)
+        es = execution_schedule((candidate,))
+        if proven_alone(es.schedule, es.kinds, deps):
+            return candidate
     return _tile_kernel(scop, kernel, index, variant)
 
 

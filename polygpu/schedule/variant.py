@@ -103,6 +103,14 @@ class Variant:
     # (codegen/cuda.py).  For kernels with few threads and long serial chains (a solve's
     # leaf: a thread a column, its rows in turn); 1: off.  Launched kernels only
     lanes: int = 1
+    # every loop of a thread's work inside the deepest tile level unrolled completely
+    # (isl writes one copy a point), so a footprint a thread re-touches along them -- a
+    # solve leaf's column -- is held in registers with constant indices; with one lane a
+    # substitution is also turned right-looking where proven (schedule/lane_loops.py):
+    # a row's division then waits on one FMA of the row before, not on its whole sum.
+    # Only for constant, small trip counts (``specialize``; codegen refuses more than
+    # :data:`polygpu.codegen.thread_ast.MAX_UNROLLED` points a thread).  Launched kernels
+    full_unroll: bool = False
     # an in-place triangular update's rows split recursively down to this many a leaf
     # (seed 002; transform/recursion.py: products and leaves, proven), at the sizes
     # given; 0: not split.  ``candidate`` then counts the split region's candidates
@@ -150,6 +158,9 @@ class Variant:
         if total * self.lanes > MAX_THREADS:
             raise PolygpuError(f"variant: {total} threads of {self.lanes} lanes each exceed "
                                f"{MAX_THREADS} per block")
+        if self.full_unroll and (self.lanes > 1 or self.device_steps):
+            raise PolygpuError("variant: full_unroll holds a launched kernel's thread's "
+                               "work in registers: one lane (lanes 1), no device_steps")
         if self.recursion < 0:
             raise PolygpuError(f"variant: recursion {self.recursion} is 0 (off) or the rows "
                                "of a leaf")
@@ -226,6 +237,8 @@ class Variant:
             del data["recursion"]
         if self.lanes == 1:
             del data["lanes"]
+        if not self.full_unroll:
+            del data["full_unroll"]
         if not self.resident:
             del data["resident"]
         if not self.packed:
