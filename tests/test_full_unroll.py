@@ -73,6 +73,24 @@ def test_a_backward_solve_stays_left_looking_and_exact():
     assert result.ok, result.message
 
 
+@pytest.mark.parametrize(("spec", "sizes", "variant"), [
+    ("kernels/mv.c", {"n": 37}, Variant(tile=(32,), threads=(32,), time_tile=0)),
+    ("kernels/mm.c", {"n": 21}, Variant(tile=(8, 8), threads=(8, 8), time_tile=0)),
+    # a register tile's points and a staged time loop's tiles of 32 beside it
+    ("kernels/mm.c", {"n": 21}, Variant(tile=(8, 8), threads=(4, 4), jam=True))])
+def test_any_specialized_kernel_unrolled_whole_is_exact(spec, sizes, variant):
+    """Not only a leaf: a kernel unrolled whole at odd sizes (partial tiles, guards on
+    thread ids inside the unrolled loops) computes what the loop nest does."""
+    from dataclasses import replace
+
+    compiled = compile_region(spec, variant=replace(variant, full_unroll=True,
+                                                    specialize=True), params=sizes)
+    assert all(k.unrolled for k in compiled.kernels)
+    assert "#pragma unroll\n" in compiled.program.source
+    result = check_program(compiled.program, compiled.source_scop, spec, sizes, seed=3)
+    assert result.ok, result.message
+
+
 def test_full_unroll_is_checked_and_explained():
     with pytest.raises(PolygpuError, match="one lane"):
         Variant(tile=(8,), threads=(8,), full_unroll=True, lanes=4)
