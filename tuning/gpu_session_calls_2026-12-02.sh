@@ -9,13 +9,7 @@
 # SOLVE_LEAF was prefetched and double-buffered, d4 after), carried to the device in build/
 # (git-ignored), where each run only checks and times them.
 # Usage: bash tuning/gpu_session_calls_2026-12-02.sh CASE...
-bash .whl/install.sh >/dev/null 2>&1; export PYTHONPATH=/tmp/site:$PWD
-tri() {  # $1: name, $2: limit, rest: tuning/triangular.py arguments
-  name=$1; limit=$2; shift 2
-  timeout $limit python tuning/triangular.py --no-default --no-mm "$@" \
-    --built build/built/$name.pkl --out $OUT --tag $name > $OUT/$name.log 2>&1
-  grep '^|' $OUT/$name.log | grep -v "^|---"; tail -1 $OUT/$name.log | cut -c1-300
-}
+. tuning/gpu_session_run.sh  # the wheels, tri()
 for case in "$@"; do
   case "$case" in
   a4) tri a4 200 --op trsm --sizes 2048 4096 --rhs 512 --dtype float32 --stops 128 --leaves 32x8 32x4 16x16 ;;

@@ -6,13 +6,7 @@
 #   --no-default --no-mm --jobs 2 --build-only build/built/CASE.pkl --arch sm_90
 # carried to the device in build/ (git-ignored), where each run only checks and times.
 # Usage: bash tuning/gpu_session_calls_2026-12-07d.sh CASE...
-bash .whl/install.sh >/dev/null 2>&1; export PYTHONPATH=/tmp/site:$PWD
-tri() {  # $1: name, $2: limit, rest: tuning/triangular.py arguments
-  name=$1; limit=$2; shift 2
-  timeout $limit python tuning/triangular.py --no-default --no-mm "$@" \
-    --built build/built/$name.pkl --out $OUT --tag $name > $OUT/$name.log 2>&1
-  grep '^|' $OUT/$name.log | grep -v "^|---"; tail -1 $OUT/$name.log | cut -c1-300
-}
+. tuning/gpu_session_run.sh  # the wheels, tri()
 for case in "$@"; do
   case "$case" in
   # float, 512 right-hand sides: the unrolled leaves and the leaves on lanes (the
@@ -21,8 +15,8 @@ for case in "$@"; do
   u1) tri u1 150 --op trsm --sizes 2048 --rhs 512 --dtype float32 --stops 64 128 --leaves u32 32x8 ;;
   u4) tri u4 150 --op trsm --sizes 4096 --rhs 512 --dtype float32 --stops 128 --leaves u32 32x8 ;;
   u8) tri u8 150 --op trsm --sizes 8192 --rhs 512 --dtype float32 --stops 128 --leaves u32 ;;
-  # double at stop 64 (a 64-row column: 128 registers)
-  ud) tri ud 150 --op trsm --sizes 2048 4096 --rhs 512 --dtype float64 --stops 64 --leaves u32 ;;
+  # double at stop 64 (a 64-row column: 128 registers), beside the leaves on lanes
+  ud) tri ud 150 --op trsm --sizes 2048 --rhs 512 --dtype float64 --stops 64 --leaves u32 32x8 ;;
   # square
   us) tri us 200 --op trsm --sizes 2048 4096 --dtype float32 --stops 64 128 --leaves u32 ;;
   esac
