@@ -82,8 +82,9 @@ class TiledKernel:
     local_names: tuple[str, ...] = field(default=())
     unroll: int = 1  # #pragma unroll factor for the innermost loops
     unroll_dims: tuple[int, ...] = ()  # local dims to unroll completely (register tiles)
-    # further local dims isl unrolls completely (Variant.full_unroll): every loop inside
-    # the deepest tile level, so a thread's footprint along them takes constant indices
+    # further local dims unrolled completely (Variant.full_unroll; nvcc does it, the AST
+    # keeps them as loops): every loop inside the deepest tile level, so a thread's
+    # footprint along them takes constant indices
     unrolled: tuple[int, ...] = ()
     n_tile_levels: int = 0  # leading local dims every thread runs alike (see module doc)
     block_names: tuple[str, ...] = ()  # C names of the block coordinates, x first

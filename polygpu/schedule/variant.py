@@ -104,7 +104,7 @@ class Variant:
     # leaf: a thread a column, its rows in turn); 1: off.  Launched kernels only
     lanes: int = 1
     # every loop of a thread's work inside the deepest tile level unrolled completely
-    # (isl writes one copy a point), so a footprint a thread re-touches along them -- a
+    # (by nvcc: ``#pragma unroll``), so a footprint a thread re-touches along them -- a
     # solve leaf's column -- is held in registers with constant indices; with one lane a
     # substitution is also turned right-looking where proven (schedule/lane_loops.py):
     # a row's division then waits on one FMA of the row before, not on its whole sum.
