@@ -123,14 +123,13 @@ def _check_unrollable(scop: Scop, kernel: TiledKernel, schedule: isl.UnionMap,
     at most :data:`MAX_UNROLLED` points a thread in all (their bounding box's, for any
     block and thread): complete unrolling needs constant trip counts (the sizes baked
     in), and a small enough kernel."""
+    for name, value in scop.fixed_parameters.items():  # (the sizes baked in)
+        p = context.find_dim_by_name(isl.dim_type.param, name)
+        if p >= 0:
+            context = context.fix_val(isl.dim_type.param, p, isl.Val(value))
     points = 0
     for m in maps_of(schedule):
-        rng = m.intersect_params(context).range()
-        for name, value in scop.fixed_parameters.items():  # (the sizes baked in)
-            p = rng.find_dim_by_name(isl.dim_type.param, name)
-            if p >= 0:
-                rng = rng.fix_val(isl.dim_type.param, p, isl.Val(value))
-        rng = rng.project_out_all_params()
+        rng = m.intersect_params(context).range().project_out_all_params()
         if rng.is_empty():  # (a statement of another tile level)
             continue
         box = 1

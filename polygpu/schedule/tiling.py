@@ -421,19 +421,28 @@ def _on_lanes(scop: Scop, deps: Dependences, kernel: KernelSchedule, index: int,
     """A kernel on lanes, right-looking where that is its form and proven, its update's
     row loop then shared by the lanes (schedule/lane_loops.py); else as given (the lanes
     split its sums)."""
-    turned = right_looking(kernel)
-    if turned is not None:
-        candidate = _tile_kernel(scop, turned, index, variant)
-        es = execution_schedule((candidate,))
+    candidate = _turned_proven(scop, deps, kernel, index, variant)
+    if candidate is not None:
         # the update's innermost loop: its row, below the step (the last local dim)
         loops = [d for m in maps_of(candidate.schedule) for d in loop_dims(m)]
         local = max(loops, default=0) - 2 * candidate.n_mapped
         if loops and local >= candidate.n_tile_levels and \
                 local not in candidate.unroll_dims and \
-                proven_alone(es.schedule, es.kinds, deps) and \
                 lane_parallel(candidate.schedule, candidate.statements, deps, max(loops)):
             return replace(candidate, lane_dims=(local,))
     return _tile_kernel(scop, kernel, index, variant)
+
+
+def _turned_proven(scop: Scop, deps: Dependences, kernel: KernelSchedule, index: int,
+                   variant: Variant) -> TiledKernel | None:
+    """``kernel`` turned right-looking and tiled, where that is its form and the tiled
+    kernel is proven legal on its own (schedule/lane_loops.py); else None."""
+    turned = right_looking(kernel)
+    if turned is None:
+        return None
+    candidate = _tile_kernel(scop, turned, index, variant)
+    es = execution_schedule((candidate,))
+    return candidate if proven_alone(es.schedule, es.kinds, deps) else None
 
 
 def _unrolled(scop: Scop, deps: Dependences, kernel: KernelSchedule, index: int,
@@ -443,13 +452,8 @@ def _unrolled(scop: Scop, deps: Dependences, kernel: KernelSchedule, index: int,
     in registers the updates of the rows below a divided row are independent FMAs that
     fill the pipeline, while the next row's division waits on one of them only --
     left-looking, it would wait on the row's whole sum, one FMA after another."""
-    turned = right_looking(kernel)
-    if turned is not None:
-        candidate = _tile_kernel(scop, turned, index, variant)
-        es = execution_schedule((candidate,))
-        if proven_alone(es.schedule, es.kinds, deps):
-            return candidate
-    return _tile_kernel(scop, kernel, index, variant)
+    return _turned_proven(scop, deps, kernel, index, variant) or \
+        _tile_kernel(scop, kernel, index, variant)
 
 
 def _steps_on_lanes(scop: Scop, deps: Dependences, kernel: KernelSchedule, index: int,
