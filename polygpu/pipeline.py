@@ -406,8 +406,10 @@ def _recursive_split_region(prepared: Prepared, stop: int) -> Prepared:
         raise PolygpuError("variant: recursion needs an in-place triangular update; "
                            + "; ".join(why), prepared.source_scop.loc)
     an = analyze(scop)
-    # (no host loops: the pieces are the recursion's steps, launched in turn)
-    return replace(prepared, analysis=an, candidates=candidates(an, host_loops=False),
+    # (no host loops, no isl scheduler on the whole region: the pieces are the
+    # recursion's steps, launched in turn; candidates() says why)
+    return replace(prepared, analysis=an,
+                   candidates=candidates(an, host_loops=False, isl_scheduler=False),
                    expansion=None,
                    splitting=Splitting(scop, tuple(records), (), notes=tuple(notes)),
                    snapshot=None,

@@ -594,3 +594,28 @@ void two(int m, int n, float a[m][m], float b[m][n], float c[m][n])
     assert all(p.where.startswith("leaf") for p in split["S1"].pieces)
     result = check_program(compiled.program, compiled.source_scop, str(path), sizes, seed=5)
     assert result.ok, result.message
+
+
+def test_the_split_region_is_scheduled_without_isl_on_the_whole_region(monkeypatch):
+    """A solve's split region, where Algorithm 1 finds nothing, keeps the recursion's
+    own order as its candidate and never asks isl's scheduler for the whole region (at
+    4096 rows and stop 64, 192 statements, isl searched for over 10 minutes); an
+    ordinary region where Algorithm 1 finds nothing still gets isl's proposal."""
+    from polygpu.schedule import candidates as candidates_module
+
+    asked = []
+    real = candidates_module.isl_transformation
+
+    def spy(an):
+        asked.append(len(an.scop.statements))
+        return real(an)
+
+    monkeypatch.setattr(candidates_module, "isl_transformation", spy)
+    sizes = {"m": 37, "n": 23}
+    region = prepare(TRSM["float32"], params=sizes).recursive(8)
+    assert len(region.analysis.scop.statements) > 10
+    assert [tr.origin for tr in region.candidates] == ["original"]
+    assert len(region.analysis.scop.statements) not in asked
+    asked.clear()
+    candidates_module.candidates(region.analysis, host_loops=False)
+    assert asked == [len(region.analysis.scop.statements)]

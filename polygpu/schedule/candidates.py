@@ -45,9 +45,10 @@ from polygpu.schedule.transformation import Transformation
 _proven = proven  # the prover's verdict, as the tests know it
 
 
-def _proposals(an: Analysis, limit: int) -> list[Transformation]:
+def _proposals(an: Analysis, limit: int, isl_scheduler: bool = True
+               ) -> list[Transformation]:
     proposed = algorithm1.search(an, wanted=4 * limit)
-    fallback = None if proposed else isl_transformation(an)
+    fallback = None if proposed or not isl_scheduler else isl_transformation(an)
     original = algorithm1.original(an)
     return proposed + [tr for tr in (original, fallback) if tr is not None] + \
         distributions(an)
@@ -89,13 +90,19 @@ def _dominates(a: Transformation, b: Transformation) -> bool:
         a.coalesced)
 
 
-def candidates(an: Analysis, limit: int = 8, host_loops: bool = True
-               ) -> tuple[Transformation, ...]:
+def candidates(an: Analysis, limit: int = 8, host_loops: bool = True,
+               isl_scheduler: bool = True) -> tuple[Transformation, ...]:
     """Up to ``limit`` legal transformations of ``an``'s region, best first; at least
     one (the single-thread original program when nothing else is legal).
     ``host_loops=False``: without source 5 (a recursion's pieces are its steps already;
-    its host proposals ranked last and took three quarters of the scheduler's time)."""
-    proposed = _proposals(an, limit) + (_host_proposals(an, limit) if host_loops else [])
+    its host proposals ranked last and took three quarters of the scheduler's time).
+    ``isl_scheduler=False``: without source 3 on the whole region (a recursion's split
+    region: its 100-400 statements, where isl's search for schedule coefficients took
+    0.4 s at 96 statements and more than 10 minutes at 192; its proposal fused pieces
+    and ranked below the recursion's own order at every size measured).  The groups of
+    source 4 still use it: each is one small SCC."""
+    proposed = _proposals(an, limit, isl_scheduler) + (
+        _host_proposals(an, limit) if host_loops else [])
 
     kept: list[Transformation] = []
     for tr in proposed:
