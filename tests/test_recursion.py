@@ -619,3 +619,33 @@ def test_the_split_region_is_scheduled_without_isl_on_the_whole_region(monkeypat
     asked.clear()
     candidates_module.candidates(region.analysis, host_loops=False)
     assert asked == [len(region.analysis.scop.statements)]
+
+
+def test_the_split_regions_dependences_are_those_of_every_write_as_a_source(monkeypatch):
+    """Dataflow is asked only of the pieces that touch a read's elements (a piece's
+    block meets a few others'); the dependences are those of the whole region's writes
+    as sources, relation for relation, and the filter does drop pieces."""
+    from polygpu.model import dependences
+
+    sizes = {"m": 37, "n": 23}
+    scop = prepare(TRSM["float32"], params=sizes).recursive(8).analysis.scop
+    dropped = []
+    real = dependences._touching
+
+    def counting(sources, sinks):
+        kept = real(sources, sinks)
+        dropped.append(len(dependences.maps_of(sources)) - len(dependences.maps_of(kept)))
+        return kept
+
+    monkeypatch.setattr(dependences, "_touching", counting)
+    filtered = dependences.compute_dependences(scop)
+    assert max(dropped) > 0
+    monkeypatch.setattr(dependences, "_touching", lambda sources, sinks: sources)
+    every = dependences.compute_dependences(scop)
+
+    def key(d):
+        return d.kind, d.array, d.source, d.sink
+
+    assert sorted(map(key, filtered.items)) == sorted(map(key, every.items))
+    relations = {key(d): d.relation for d in every.items}
+    assert all(d.relation.is_equal(relations[key(d)]) for d in filtered.items)

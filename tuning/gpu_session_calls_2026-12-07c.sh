@@ -36,6 +36,10 @@ for case in "$@"; do
   # double, never swept on the H100: gemm at n = 128 ran at 79.6 % of the roofline, the
   # one size where a rival could beat the pick by more than 10 %; then the small sizes
   gemm64_128) run products64 200 --op gemm --n 128 64 --dtype float64 --megabytes 1536 --mappings --per-candidate 2 --no-square --repeats 10 ;;
+  # (forty-second session: gemm n = 8, 64, 128, dot and gemv n = 4 timed, picks 1.00)
+  # the double sizes still not timed against their rivals on the H100, ~45 s a size warm
+  gemm64_rest) run products64g 250 --op gemm --n 2 4 16 32 --dtype float64 --megabytes 1536 --mappings --per-candidate 1 --no-square --repeats 5 ;;
+  vec64_rest) run products64v 250 --op gemv --op dot --n 2 8 --dtype float64 --megabytes 1536 --mappings --per-candidate 1 --no-square --repeats 5 ;;
   products64_small) run products64s 400 --op gemm --op gemv --op dot --n 2 4 8 --dtype float64 --megabytes 1536 --mappings --per-candidate 1 --no-square --repeats 10 ;;
   esac
 done
