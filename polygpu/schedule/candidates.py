@@ -99,7 +99,7 @@ def candidates(an: Analysis, limit: int = 8, host_loops: bool = True,
     ``isl_scheduler=False``: without source 3 on the whole region (a recursion's split
     region: its 100-400 statements, where isl's search for schedule coefficients took
     0.4 s at 96 statements and more than 10 minutes at 192; its proposal fused pieces
-    and ranked below the recursion's own order at every size measured).  The groups of
+    and ranked below the recursion's own order at every size checked).  The groups of
     source 4 still use it: each is one small SCC."""
     proposed = _proposals(an, limit, isl_scheduler) + (
         _host_proposals(an, limit) if host_loops else [])
