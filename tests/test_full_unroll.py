@@ -91,8 +91,6 @@ def test_any_specialized_kernel_unrolled_whole_is_exact(spec, sizes, variant):
 
 
 def test_full_unroll_is_checked_and_explained():
-    with pytest.raises(PolygpuError, match="one lane"):
-        Variant(tile=(8,), threads=(8,), full_unroll=True, lanes=4)
     with pytest.raises(PolygpuError, match="no device_steps"):
         Variant(full_unroll=True, device_steps=True)
     assert "full_unroll" not in Variant().to_json()

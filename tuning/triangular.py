@@ -97,12 +97,18 @@ def leaf_plan(text: str) -> Variant:
     and double-buffered -- or ``serial``: a thread a column, 32 a block, the rows' sums on
     that thread (the plan before lanes) -- or ``uC``: a thread a column, ``C`` a block,
     its column held in registers, the leaf unrolled whole and right-looking
-    (``Variant.full_unroll``)."""
+    (``Variant.full_unroll``) -- or ``rLxC``: ``L`` lanes a column, ``C`` columns a
+    block, the column spread over the lanes' registers, unrolled whole
+    (codegen/lane_registers.py)."""
     if text == "serial":
         return Variant(tile=(32,), threads=(32,))
     if text.startswith("u"):
         columns = int(text[1:])
         return Variant(tile=(columns,), threads=(columns,), full_unroll=True, time_tile=0)
+    if text.startswith("r"):
+        lanes, columns = (int(x) for x in text[1:].split("x"))
+        return Variant(tile=(columns,), threads=(columns,), lanes=lanes, full_unroll=True,
+                       time_tile=0)
     shape = text.rstrip("pd")
     lanes, columns = (int(x) for x in shape.split("x"))
     return replace(SOLVE_LEAF, tile=(columns,), threads=(columns,), lanes=lanes,
@@ -498,8 +504,9 @@ def main(argv=None) -> int:
                    help="skip the model's default plan (a solve's takes 0.07-0.5 s a run)")
     p.add_argument("--leaves", nargs="+", default=[DEFAULT_LEAF],
                    help="a solve's leaf plans to time: LxC (L lanes a column, C columns "
-                        "a block), uC (a thread a column in registers, C a block, the "
-                        "leaf unrolled) or serial (a thread a column); default "
+                        "a block), rLxC (the same, the column in the lanes' registers, "
+                        "the leaf unrolled), uC (a thread a column in registers, C a "
+                        "block, the leaf unrolled) or serial (a thread a column); default "
                         f"{DEFAULT_LEAF}")
     p.add_argument("--build-only", metavar="FILE",
                    help="compile the plans and write them (pickled) to FILE, run nothing")

@@ -19,7 +19,14 @@ import cgen
 import islpy as isl
 
 from polygpu import __version__
-from polygpu.codegen import accumulator, full_tiles, invariant_reads, mma, staging
+from polygpu.codegen import (
+    accumulator,
+    full_tiles,
+    invariant_reads,
+    lane_registers,
+    mma,
+    staging,
+)
 from polygpu.codegen.expressions import (
     FAST_MATH_PRELUDE,
     INDEX64,
@@ -62,6 +69,7 @@ from polygpu.memory.placement import (
 from polygpu.memory.residence import Residence
 from polygpu.model import atomic
 from polygpu.model.isl_util import union_of_sets
+from polygpu.model.parallelism import same_reference
 from polygpu.model.scop import Scop, fix_parameters
 from polygpu.schedule.legality import insert_constants
 from polygpu.schedule.tiling import AXES, TiledKernel
@@ -108,6 +116,13 @@ class Emitter:
         # no dependence); inside one, every lane runs its own iterations' statements
         self.lane_loops = lane_loops
         self._in_lane_loop = 0
+        # register copies spread over the lanes (codegen/lane_registers.py): each lane
+        # runs the statements of its own elements; ``_slot`` binds the shared loop's
+        # iterator to the slot of a lane's own element while it is printed
+        self.spread = bool(lanes) and any(
+            v.lanes > 1 for v in [*(v for v, _ in (buffers or {}).values()),
+                                  *(ref_buffers or {}).values()])
+        self._slot: tuple[str, str] = ()
         # loops nvcc unrolls completely (register tiles left as loops: thread_ast)
         self.unrolled = unrolled
         self.index64 = index64
@@ -144,7 +159,8 @@ class Emitter:
                 if steps is not None:
                     return steps
             if self.lanes and it in self.lane_loops and not self._in_lane_loop:
-                return self._shared_loop(n, it)
+                return self._spread_loop(n, it) if self.spread else \
+                    self._shared_loop(n, it)
             accumulating = self._accumulating(n, it)
             if accumulating is not None:
                 return accumulating
@@ -224,7 +240,7 @@ class Emitter:
         """The loop ``n`` over ``it`` with its reduction's running value in a register
         (:mod:`polygpu.codegen.accumulator`), or None where it is not such a loop."""
         body = n.for_get_body()
-        if body.get_type() != isl.ast_node_type.user or it in self.unrolled:
+        if body.get_type() != isl.ast_node_type.user or it in self.unrolled or self.spread:
             return None
         call = body.user_get_expr()
         name = call.get_op_arg(0).get_id().get_name()
@@ -270,6 +286,104 @@ class Emitter:
             self._c(n.for_get_cond()), f"{it} += {self.lanes} * ({inc})", body, pragma,
             hoisted), sync]
 
+    def _spread_loop(self, n: isl.AstNode, it: str) -> list:
+        """The loop ``n`` over ``it``, whose iterations carry no dependence, with each
+        iteration on the lane that owns its element of the spread copies
+        (:mod:`polygpu.codegen.lane_registers`): an unrolled loop over the slots,
+        ``it`` = base + lanes * slot + lane, inside the loop's bounds; the other lanes'
+        elements its statement reads, fetched once before it.  A ``__syncwarp`` before
+        and after only where the loop also writes memory that lanes share."""
+        if self._c(n.for_get_inc()) != "1":
+            raise PolygpuError(f"variant: lanes with full_unroll: the loop over {it} the "
+                               "lanes share does not step by 1")
+        views = self._spread_targets(n.for_get_body())
+        bases = {(v.base[v.lane_dim], -(-v.extents[v.lane_dim] // v.lanes))
+                 for v in views if v is not None and v.lanes > 1}
+        if len(bases) != 1:
+            raise PolygpuError(f"variant: lanes with full_unroll: the loop over {it} the "
+                               "lanes share must write one spread register copy (its "
+                               "statements write "
+                               + ("none" if not bases else "several") + ")")
+        (base, slots), = bases
+        memory = any(v is None or v.lanes == 1 for v in views)
+        first = self._c(n.for_get_init())
+        hoisted = self._invariants(n, it)
+        self._in_lane_loop += 1
+        self._slot = (it, lane_registers.SLOT)
+        body = self.node(n.for_get_body())
+        self._slot = ()
+        self._in_lane_loop -= 1
+        self._hoisted = {}
+        cond = self._c(n.for_get_cond())
+        slot = lane_registers.SLOT
+        loop = [cgen.Pragma("unroll"), cgen.For(
+            f"int {slot} = 0", f"{slot} < {slots}", f"{slot} += 1", cgen.Block([
+                cgen.Statement(f"const {self.itype} {it} = ({base}) + {self.lanes} * "
+                               f"{slot} + {self.lane}"),
+                cgen.If(f"{it} >= {lane_registers.FIRST} && {cond}", cgen.Block(body))]))]
+        sync = [cgen.Statement(f"__syncwarp({self.mask})")] if memory else []
+        return [*sync, cgen.Block([
+            cgen.Statement(f"const {self.itype} {lane_registers.FIRST} = {first}"),
+            cgen.Block([
+                cgen.Statement(f"const {self.itype} {it} = {lane_registers.FIRST}"),
+                cgen.If(cond, cgen.Block([*hoisted, *loop]))])]), *sync]
+
+    def _spread_targets(self, n: isl.AstNode) -> list[BufferView | None]:
+        """The views the targets of the statements called in ``n`` print through
+        (None: global memory or a scalar)."""
+        t = n.get_type()
+        if t == isl.ast_node_type.block:
+            children = n.block_get_children()
+            return [v for k in range(children.n_ast_node())
+                    for v in self._spread_targets(children.get_at(k))]
+        if t == isl.ast_node_type.for_:
+            return self._spread_targets(n.for_get_body())
+        if t == isl.ast_node_type.if_:
+            return self._spread_targets(n.if_get_then_node()) + (
+                self._spread_targets(n.if_get_else_node()) if n.if_has_else_node() else [])
+        if t == isl.ast_node_type.mark:
+            return self._spread_targets(n.mark_get_node())
+        if t != isl.ast_node_type.user:
+            return []
+        call = n.user_get_expr()
+        if call.get_op_arg(0).get_id().get_name() not in self.statements:
+            return [None]
+        stmt, printer, _ = self._printer(call)
+        return [lane_registers.view_of(printer, stmt.body.target)]
+
+    def _spread_statement(self, stmt, printer: Printer, body: ir.Assign) -> cgen.Generable:
+        """Statement ``body`` on spread copies (:mod:`polygpu.codegen.lane_registers`):
+        in the loop the lanes share, as it is on the lane of its element; elsewhere
+        on the lane that owns its target, the other lanes' elements it reads fetched
+        first by every lane."""
+        target = body.target
+        spread_target = lane_registers.spread(printer, target)
+        reads = [r for r in ir.reads(body.value) if lane_registers.spread(printer, r)]
+        if self._in_lane_loop:
+            own = spread_target and lane_registers.subscripts(printer, target)[
+                lane_registers.view_of(printer, target).lane_dim] == self._slot[0]
+            if spread_target and not own or \
+                    any(not (own and same_reference(r, target)) for r in reads):
+                raise PolygpuError(
+                    f"variant: lanes with full_unroll: statement {stmt.name} in the loop "
+                    "the lanes share must write its own lane's element and read no other "
+                    "lane's but elements no iteration writes")
+            return cgen.Statement(printer.assign(body)[:-1])
+        fetched = []
+        for r in reads:
+            if spread_target and same_reference(r, target) or \
+                    any(same_reference(r, f) for f, _ in fetched):
+                continue
+            fetched.append((r, f"{lane_registers.FETCHED}{len(fetched)}"))
+        decls = [cgen.Statement(f"const {_c_type(self.scop.array(r.array).dtype)} {name} = "
+                                f"{lane_registers.shuffle(printer, r, self.mask)}")
+                 for r, name in fetched]
+        if fetched:
+            body = invariant_reads.with_registers(body, fetched)
+        who = lane_registers.owner(printer, target) if spread_target else "0"
+        run = cgen.If(f"{self.lane} == {who}", cgen.Statement(printer.assign(body)[:-1]))
+        return cgen.Block([*decls, run]) if decls else run
+
     def _invariants(self, n: isl.AstNode, it: str) -> list[cgen.Statement]:
         """The declarations of the registers that hold the reads of ``n``'s one
         statement that do not move with ``it`` (:mod:`polygpu.codegen.invariant_reads`),
@@ -282,11 +396,15 @@ class Emitter:
         if name not in self.statements or self.pieces.statement(name) in self.atomic:
             return []
         stmt, printer, _ = self._printer(call)
-        refs = invariant_reads.hoistable(stmt, printer, it)
+        # (spread copies: another lane's element, fetched from its owner)
+        refs = invariant_reads.hoistable(stmt, printer, it, lane_registers.spread) \
+            if self.spread else invariant_reads.hoistable(stmt, printer, it)
         names = [(r, f"{invariant_reads.PREFIX}{k}") for k, r in enumerate(refs)]
         self._hoisted = {name: names}
         return [cgen.Statement(f"const {_c_type(self.scop.array(r.array).dtype)} {reg} = "
-                               f"{printer.ref(r)}") for r, reg in names]
+                               + (lane_registers.shuffle(printer, r, self.mask)
+                                  if self.spread else printer.ref(r)))
+                for r, reg in names]
 
     def _loop(self, it: str, init: str, cond: str, step: str, body: list,
               pragma: list, hoisted: list) -> list:
@@ -363,6 +481,11 @@ class Emitter:
             view = by_reference.get((a.array, a.subscripts), views.get(a.array))
             if side is not None and view is not None and view.packed:
                 by_reference[(a.array, a.subscripts)] = replace(view, packed_side=side)
+        if self._slot:  # (a lane's own element in the loop the lanes share)
+            views = {a: replace(v, slot=self._slot) if v.lanes > 1 else v
+                     for a, v in views.items()}
+            by_reference = {k: replace(v, slot=self._slot) if v.lanes > 1 else v
+                            for k, v in by_reference.items()}
         printer = Printer(self.shapes, self.temporaries, subst,
                           dtype if dtype.startswith("float") else "float64",
                           views, self.constants, self.index64, by_reference)
@@ -382,6 +505,8 @@ class Emitter:
         body = stmt.body
         if name in self._hoisted:
             body = invariant_reads.with_registers(body, self._hoisted[name])
+        if self.spread:
+            return self._spread_statement(stmt, printer, body)
         if self.lanes and not self._in_lane_loop:
             return cgen.If(f"{self.lane} == 0", cgen.Statement(printer.assign(body)[:-1]))
         return cgen.Statement(printer.assign(body)[:-1])
@@ -814,7 +939,7 @@ def _work(scop: Scop, kernel: TiledKernel, buffers, views, ref_views, constants,
     return body
 
 
-_LANE = "pg_lane"  # a launched kernel's lane among those of its thread (Variant.lanes)
+_LANE = staging.LANE  # a launched kernel's lane among those of its thread (Variant.lanes)
 _C_FUNCTIONS = frozenset({"min", "max", "floord"})  # in isl's printed loop bounds
 
 
@@ -843,10 +968,11 @@ def _kernel_lanes(kernel: TiledKernel, buffers, device_steps: bool) -> int:
         raise PolygpuError(f"variant: lanes {kernel.lanes} (kernel {kernel.index}) is for "
                            "launched kernels; device steps split their one-thread steps' "
                            "sums over a warp by themselves")
-    if any(b.space == "register" for b in buffers):
+    if any(b.space == "register" and b.lanes == 1 for b in buffers):
         raise PolygpuError(f"variant: lanes {kernel.lanes} (kernel {kernel.index}) keeps no "
                            "register copies (each lane would have its own): it needs "
-                           "\"registers\": false for that kernel")
+                           "\"registers\": false for that kernel, or full_unroll (its "
+                           "copies then spread over the lanes)")
     return kernel.lanes
 
 

@@ -159,6 +159,18 @@ class BufferView:
     packed: int = 0  # a packed lower triangle (Buffer.packed, Buffer.triangle's dims)
     packed_upper: bool = False  # ... an upper one (Buffer.packed_upper)
     packed_side: int = 0  # the reference's side of the fold, where known (fold_pieces)
+    # a register copy spread over ``lanes`` lanes (Buffer.lanes): element e along
+    # ``lane_dim`` is slot e / lanes of lane e % lanes; ``slot``: (the C text of a loop
+    # iterator, the name of its slot) inside the loop the lanes share, where a lane's
+    # own element's slot is a constant of the unrolled slot loop (lane_registers.py)
+    lanes: int = 1
+    lane_dim: int = 0
+    slot: tuple[str, str] = ()
+
+    def owner(self, subs: list[str]) -> str:
+        """C: the lane whose slot holds element ``subs`` of a spread copy."""
+        d = self.lane_dim
+        return f"((({subs[d]}) - ({self.base[d]})) % {self.lanes})"
 
     def subscript(self, subs: list[str]) -> str:
         if self.packed:  # (stride 1, no chunks, storage as written: residence.py)
@@ -175,9 +187,12 @@ class BufferView:
                 r, c, self.packed, self.packed_upper, self.packed_side))
         parts = []
         chunks = self.chunk or (1,) * len(self.extents)
-        for sub, base, stride, extent, w in zip(subs, self.base, self.stride, self.extents,
-                                                chunks, strict=True):
-            if extent == 1:
+        for d, (sub, base, stride, extent, w) in enumerate(zip(
+                subs, self.base, self.stride, self.extents, chunks, strict=True)):
+            if self.lanes > 1 and d == self.lane_dim:  # (stride 1, no chunks)
+                parts.append(f"[{self.slot[1]}]" if self.slot and sub == self.slot[0]
+                             else f"[(({sub}) - ({base})) / {self.lanes}]")
+            elif extent == 1:
                 parts.append("[0]")  # a constant index keeps register tiles in registers
             elif w > 1:
                 offset = f"(({sub}) - ({base}))"

@@ -42,13 +42,16 @@ from polygpu.model.scop import Statement
 PREFIX = "pg_inv"
 
 
-def hoistable(stmt: Statement, printer, iterator: str) -> list[ir.ArrayRef]:
+def hoistable(stmt: Statement, printer, iterator: str, where=None) -> list[ir.ArrayRef]:
     """The reads of ``stmt`` (printed by ``printer``: its buffers, its iterators as the
     loop's texts) that a loop over ``iterator`` running only ``stmt`` may load once
-    before it, each distinct element once, in the order they are read."""
+    before it, each distinct element once, in the order they are read.  ``where(printer,
+    ref)``: the buffers this is for (default: shared and resident ones; a copy spread
+    over lanes takes its own, codegen/lane_registers.py)."""
+    _shared_or = where or _shared
     writes = stmt.writes
     if not isinstance(stmt.body.target, ir.ArrayRef) or \
-            not _shared(printer, stmt.body.target):
+            not _shared_or(printer, stmt.body.target):
         return []  # (nvcc knows registers and __restrict__ pointers miss shared memory)
     found: list[ir.ArrayRef] = []
     for ref in ir.reads(stmt.body.value):
@@ -56,7 +59,7 @@ def hoistable(stmt: Statement, printer, iterator: str) -> list[ir.ArrayRef]:
             continue
         if any(same_reference(ref, f) for f in found):
             continue
-        if not _shared(printer, ref):
+        if not _shared_or(printer, ref):
             continue
         if re.search(rf"\b{re.escape(iterator)}\b", printer.ref(ref)):
             continue

@@ -99,7 +99,8 @@ def view(buffer: Buffer, index64: bool = False, known: isl.Set | None = None
         bases = tuple(_gist(b, context) for b in bases)
     return BufferView(buffer_ref(buffer), tuple(c_expr(b, index64) for b in bases),
                       buffer.box.stride, buffer.box.extents, buffer.box.chunk, buffer.order,
-                      buffer.packed, buffer.packed_upper)
+                      buffer.packed, buffer.packed_upper, lanes=buffer.lanes,
+                      lane_dim=buffer.lane_dimension)
 
 
 def stored(buffer: Buffer, u: Sequence[str], name: str | None = None) -> str:
@@ -298,6 +299,9 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
     footprint = buffer.writes if direction == "out" else buffer.reads
     extents = buffer.box.extents
     u = [f"pg_u{k}" for k in range(len(extents))]
+    if buffer.lanes > 1:
+        return _lane_copy(buffer, footprint, u, thread_context(scop, kernel, threads=True),
+                          printer, direction)
     # a shared copy runs exactly where its footprint is not empty (its placeholder's
     # domain); a register copy runs in every thread
     known = footprint.params() if buffer.space == "shared" else \
@@ -363,6 +367,41 @@ def copy_loop(buffer: Buffer, printer: Printer, kernel: TiledKernel, scop: Scop,
                                                                   printer.index64))
                 return _contiguous_dealt(buffer, n_threads, width, extents, u, start, local)
     return _dealt(size, n_threads, unpack + list(body.contents))
+
+
+LANE = "pg_lane"  # a launched kernel's lane among those of its thread (Variant.lanes)
+
+
+def _lane_copy(buffer: Buffer, footprint: isl.Set, u: list[str], known: isl.Set,
+               printer: Printer, direction: str) -> list:
+    """The copy-in or copy-out of a register copy spread over the lanes
+    (``Buffer.lanes``): each lane moves its own elements, slot ``s`` of the lane
+    dimension holding element ``s * lanes + lane`` -- an unrolled loop over the slots,
+    the element's lane and the footprint's guard checked in each."""
+    d, lanes = buffer.lane_dimension, buffer.lanes
+    extents = list(buffer.box.extents)
+    slots = -(-extents[d] // lanes)
+    element = list(u)
+    element[d] = f"pg_e{d}"
+    guard = index_text(_guard(footprint, buffer, element, known), printer.index64)
+    if slots * lanes > extents[d]:  # (the last slot's lanes beyond the box)
+        guard = f"{element[d]} < {extents[d]}" + ("" if guard in ("1", "") else
+                                                    f" && ({guard})")
+    subs = _element(buffer, element, printer.index64)
+    global_ref = printer.buffers[buffer.array].subscript(subs) \
+        if buffer.array in printer.buffers else \
+        f"{buffer.array}[{printer.flat_index(buffer.array, subs)}]"
+    local = stored(buffer, u)
+    move = f"{local} = {global_ref};" if direction == "in" else f"{global_ref} = {local};"
+    body = [cgen.Line(f"const int {element[d]} = {u[d]} * {lanes} + {LANE};")]
+    body += [cgen.Line(move)] if guard in ("1", "") else \
+        [cgen.If(guard, cgen.Block([cgen.Line(move)]))]
+    loop = cgen.Block(body)
+    extents[d] = slots
+    for k in reversed(range(len(extents))):
+        loop = cgen.Block([cgen.Pragma("unroll"), cgen.For(
+            f"int {u[k]} = 0", f"{u[k]} < {extents[k]}", f"{u[k]} += 1", loop)])
+    return [loop]
 
 
 def contiguous_width(buffer: Buffer, kernel: TiledKernel, scop: Scop, guard: str,

@@ -143,6 +143,11 @@ class Buffer:
     # interleaved elements pads the innermost before its trailing ones of extent 1
     # (footprints.padded_dimension)
     pad_dimension: int = -1
+    # > 1: a register copy spread over this many lanes of a thread (Variant.lanes with
+    # full_unroll): box element e along :attr:`lane_dimension` lives in lane e % lanes,
+    # in slot e // lanes of that lane's copy (codegen/lane_registers.py)
+    lanes: int = 1
+    lane_dimension: int = 0
 
     @property
     def storage_order(self) -> tuple[int, ...]:
@@ -169,6 +174,9 @@ class Buffer:
                 extents[c + 1:]
         padded = list(extents)
         padded[self.pad_dimension] += self.padding
+        if self.lanes > 1:  # (a lane's slots)
+            d = self.storage_order.index(self.lane_dimension)
+            padded[d] = -(-padded[d] // self.lanes)
         return tuple(padded)
 
     @property
@@ -191,6 +199,8 @@ class Buffer:
             **({"padded_dimension": self.pad_dimension} if self.pad_dimension != -1
                else {}),
             **({"stages": self.stages} if self.stages > 1 else {}),
+            **({"lanes": self.lanes, "lane_dimension": self.lane_dimension}
+               if self.lanes > 1 else {}),
             **({"packed_triangle": {"fold": self.packed, "rows": list(self.row_extents),
                                     "upper": self.packed_upper}}
                if self.packed else {}),
@@ -205,6 +215,12 @@ class Buffer:
             out["padding_solver"] = {"degrees": self.decision.degrees,
                                      "costs": [round(c, 4) for c in self.decision.costs]}
         return out
+
+
+def _lane_dimension(box: Box) -> int:
+    """The box dimension whose elements a spread register copy deals over the lanes:
+    its longest (the first of equals) -- a solve leaf's column, its rows."""
+    return max(range(len(box.extents)), key=lambda d: (box.extents[d], -d))
 
 
 @dataclass(frozen=True)
@@ -838,14 +854,22 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
             # (a thread's work unrolled whole: any footprint of a thread that fits is
             # held in registers -- a solve leaf's column, which reuse analysis of the
             # unsplit nest saw shared among the rows' threads)
+            # (on lanes -- Variant.lanes with full_unroll -- the copies a kernel writes
+            # are spread over the lanes, codegen/lane_registers.py; one it only reads
+            # would be every lane's whole copy, read at a lane's own rows: left to
+            # shared memory)
+            lanes = kernel.lanes if kernel.unrolled else 1
             if variant.registers and ("register" in cands or kernel.unrolled) and \
-                    not is_apart:
+                    not is_apart and (lanes == 1 or any(a.kind == "write" for a in refs)):
                 reads = footprint(scop, kernel, array.name, "read", 0, threads=True,
                                   refs=only)
                 writes = footprint(scop, kernel, array.name, "write", 0, threads=True,
                                    refs=only)
                 box = _register_box(an, reads, writes)
-                if box is not None and box.size <= MAX_REGISTERS and (
+                if lanes > 1 and box is not None and (
+                        atomic or box.stride[_lane_dimension(box)] != 1 or box.chunk):
+                    box = None  # (lanes own elements of a plain dimension)
+                if box is not None and box.size <= MAX_REGISTERS * lanes and (
                         box.size == 1 or kernel.unroll_dims or kernel.unrolled):
                     if not atomic and exact_flow:  # the live copies only (liveness.py)
                         reads = live_in_reads(an, kernel, array.name, only) \
@@ -857,7 +881,8 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                                           reads, writes,
                                           statements=frozenset(kernel.statements),
                                           atomic=atomic, refs=only or frozenset(),
-                                          apart=is_apart))
+                                          apart=is_apart, lanes=lanes,
+                                          lane_dimension=_lane_dimension(box)))
                     where[key] = ("register", "")
                     continue
                 where[key] = ("global", "register reuse, but a thread's elements do not "

@@ -108,6 +108,11 @@ class Variant:
     # solve leaf's column -- is held in registers with constant indices; with one lane a
     # substitution is also turned right-looking where proven (schedule/lane_loops.py):
     # a row's division then waits on one FMA of the row before, not on its whole sum.
+    # With ``lanes`` > 1 the thread's written register copies are spread over its lanes
+    # (lane l holds elements l, l + lanes, ... of their longest dimension), each lane
+    # runs the statements that write its own elements, and an element of another lane
+    # comes by ``__shfl_sync`` (codegen/lane_registers.py): a solve leaf's column in
+    # the lanes' registers, no shared memory in its chain.
     # Only for constant, small trip counts (``specialize``; codegen refuses more than
     # :data:`polygpu.codegen.thread_ast.MAX_UNROLLED` points a thread).  Launched kernels
     full_unroll: bool = False
@@ -158,9 +163,9 @@ class Variant:
         if total * self.lanes > MAX_THREADS:
             raise PolygpuError(f"variant: {total} threads of {self.lanes} lanes each exceed "
                                f"{MAX_THREADS} per block")
-        if self.full_unroll and (self.lanes > 1 or self.device_steps):
+        if self.full_unroll and self.device_steps:
             raise PolygpuError("variant: full_unroll holds a launched kernel's thread's "
-                               "work in registers: one lane (lanes 1), no device_steps")
+                               "work in registers: no device_steps")
         if self.recursion < 0:
             raise PolygpuError(f"variant: recursion {self.recursion} is 0 (off) or the rows "
                                "of a leaf")

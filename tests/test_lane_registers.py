@@ -1,0 +1,134 @@
+"""A thread's register copies spread over its lanes (``Variant.lanes`` with
+``full_unroll``, codegen/lane_registers.py): a solve leaf's column in a warp's registers,
+each lane owning rows l, l + L, ...; the divided row reaching the other lanes by
+``__shfl_sync``.  Exact on the emulator at odd sizes and in every lane count, the code's
+shape asserted, ptxas's report free of local memory, and refusals where a statement
+would need another lane's element inside the loop the lanes share."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import replace
+
+import pytest
+
+from polygpu.pipeline import compile_region, prepare
+from polygpu.runtime.check import check_program
+from polygpu.schedule.variant import Variant
+from polygpu.search.recursion_plans import recursion_plan
+
+TRSM = "kernels/trsm.c"
+TRSM_UPPER = "kernels/trsm_upper.c"
+DOUBLE = ("DATA_TYPE=double",)
+
+
+def _leaf(lanes: int, columns: int = 8) -> Variant:
+    return Variant(tile=(columns,), threads=(columns,), lanes=lanes, full_unroll=True,
+                   time_tile=0)
+
+
+def _recursive(spec: str, sizes: dict, stop: int, leaf: Variant, defines=()):
+    plan = recursion_plan(prepare(spec, defines=defines, params=sizes), sizes, stop,
+                          leaf=leaf)
+    return compile_region(spec, variant=plan.variant, params=sizes, defines=defines)
+
+
+def _code(source: str, index: int) -> str:
+    return "".join(c for c in source.split("\n}\n") if re.search(
+        rf"void (__launch_bounds__\(\d+\) )?trsm\w*_kernel{index}(_whole|_partial)?\(", c))
+
+
+@pytest.mark.parametrize(("m", "stop", "lanes"), [(100, 32, 32), (37, 16, 8), (100, 64, 16)])
+def test_a_leafs_column_is_spread_over_the_lanes_registers_and_exact(m, stop, lanes):
+    """Each leaf: the column in ``b_reg`` of ceil(stop / lanes) slots a lane, its
+    division on the row's owner, the rows below it updated in an unrolled loop over a
+    lane's slots with the divided value shuffled in once; no shared copy of B and no
+    __syncwarp.  Bit-exact in double at odd sizes (the loop nest's operations, in its
+    order per element)."""
+    sizes = {"m": m, "n": 23}
+    compiled = _recursive(TRSM, sizes, stop, _leaf(lanes), DOUBLE)
+    leaves = [k for k in compiled.kernels if k.unrolled]
+    assert len(leaves) == -(-m // stop) and all(k.lanes == lanes for k in leaves)
+    for k in leaves:
+        code = _code(compiled.program.source, k.index)
+        rows = max(int(x) for x in re.findall(r"b_reg\[(\d+)\]\[1\];", code))
+        assert rows == -(-min(stop, m) // lanes) or rows < -(-stop // lanes), code
+        assert "b_sh" not in code and "__syncwarp" not in code
+        assert re.search(rf"if \(pg_lane == \(\(\(c\d+\) - \(\d+\)\) % {lanes}\)\)\s*"
+                         r"b_reg\[[^=]+= \(b_reg\[[^/]+/ ", code), code
+        assert re.search(rf"const double pg_inv0 = __shfl_sync\(pg_mask, b_reg\[[^,]+, "
+                         rf"\([^,]+% {lanes}\), {lanes}\);\s*#pragma unroll\s*"
+                         r"for \(int pg_slot = 0;", code), code
+    result = check_program(compiled.program, compiled.source_scop, TRSM, sizes, seed=5,
+                           defines=DOUBLE)
+    assert result.ok, result.message
+    assert "error 0 <=" in result.message, result.message
+
+
+def test_the_spread_leaf_computes_what_the_lanes_leaf_does_in_float():
+    sizes = {"m": 77, "n": 19}
+    for leaf in (_leaf(32, 4), _leaf(4, 2)):
+        compiled = _recursive(TRSM, sizes, 32, leaf)
+        result = check_program(compiled.program, compiled.source_scop, TRSM, sizes, seed=2)
+        assert result.ok, result.message
+
+
+def test_a_backward_solve_fetches_each_remote_row_and_is_exact():
+    """The upper solve's leaves stay left-looking (the prover refuses the turn): no loop
+    is shared, every update runs on its row's owner with the other row's element
+    shuffled in first -- slow, but exact."""
+    sizes = {"m": 100, "n": 23}
+    compiled = _recursive(TRSM_UPPER, sizes, 32, _leaf(8))
+    leaves = [k for k in compiled.kernels if k.unrolled]
+    assert leaves and not any(k.lane_dims for k in leaves)
+    for k in leaves:
+        code = _code(compiled.program.source, k.index)
+        assert "pg_lane_value0 = __shfl_sync(" in code and "pg_slot" not in code
+    result = check_program(compiled.program, compiled.source_scop, TRSM_UPPER, sizes,
+                           seed=5)
+    assert result.ok, result.message
+
+
+@pytest.mark.parametrize(("spec", "sizes", "variant"), [
+    ("kernels/mv.c", {"n": 37}, Variant(tile=(8,), threads=(8,), time_tile=0)),
+    ("kernels/mm.c", {"n": 13}, Variant(tile=(4, 4), threads=(4, 4), time_tile=0))])
+def test_any_kernel_on_lanes_with_spread_registers_is_exact(spec, sizes, variant):
+    """Not only a leaf: a kernel whose written copies are spread (each thread's few
+    elements, lane 0 owning them) runs its statements on the owners, exactly."""
+    compiled = compile_region(spec, variant=replace(variant, lanes=4, full_unroll=True,
+                                                    specialize=True), params=sizes)
+    assert "__shfl_sync" in compiled.program.source or \
+        "if (pg_lane == " in compiled.program.source
+    result = check_program(compiled.program, compiled.source_scop, spec, sizes, seed=3)
+    assert result.ok, result.message
+
+
+def test_the_memory_plan_says_how_a_copy_is_spread():
+    sizes = {"m": 100, "n": 23}
+    compiled = _recursive(TRSM, sizes, 64, _leaf(32))
+    (leaf, *_) = [k for k in compiled.kernels if k.unrolled]
+    (copy,) = [b for b in compiled.memory.buffers_of(leaf.index) if b.space == "register"]
+    assert (copy.lanes, copy.lane_dimension, copy.row_extents) == (32, 0, (2, 1))
+    assert copy.to_json()["lanes"] == 32
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_nvcc_keeps_the_spread_column_in_registers(tmp_path):
+    """ptxas's report: a 64-row leaf at 512 columns on 32 and on 8 lanes, no local
+    memory (every slot index a constant of the unrolled loops)."""
+    for lanes in (32, 8):
+        compiled = _recursive(TRSM, {"m": 256, "n": 512}, 64, _leaf(lanes))
+        (leaf, *_) = [k for k in compiled.kernels if k.unrolled]
+        src = tmp_path / "trsm.cu"
+        src.write_text(compiled.program.source)
+        done = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", "-Xptxas",
+                               "-v", str(src), "-o", str(tmp_path / "trsm.cubin")],
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        report = re.search(rf"Function properties for _Z\d+trsm_kernel{leaf.index}i\w*\n"
+                           r"(.*)", done.stderr)
+        assert report, done.stderr
+        assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in \
+            report.group(1), report.group(1)
