@@ -132,3 +132,19 @@ def test_nvcc_keeps_the_spread_column_in_registers(tmp_path):
         assert report, done.stderr
         assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in \
             report.group(1), report.group(1)
+
+
+def test_the_model_spreads_a_leaf_of_up_to_128_rows_over_the_lanes_registers():
+    """recursion_plan's default solve leaf: the lanes' registers up to REGISTER_ROWS
+    (measured faster on the H100), shared memory beyond (a 256-row leaf unrolled whole
+    would copy its statements past thread_ast.MAX_UNROLLED)."""
+    from polygpu.search.recursion_plans import REGISTER_LEAF, REGISTER_ROWS, SOLVE_LEAF
+
+    sizes = {"m": 300, "n": 64}
+    prepared = prepare(TRSM, params=sizes)
+    assert REGISTER_ROWS == 128
+    for stop, leaf in ((64, REGISTER_LEAF), (128, REGISTER_LEAF), (256, SOLVE_LEAF)):
+        plan = recursion_plan(prepared, sizes, stop)
+        leaves = [o for o in plan.variant.to_json()["kernels"].values() if o.get("lanes")]
+        assert leaves and all(o.get("full_unroll", False) == leaf.full_unroll and
+                              o.get("registers", True) == leaf.registers for o in leaves)

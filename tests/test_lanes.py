@@ -123,12 +123,15 @@ def test_a_leaf_on_lanes_runs_right_looking_exactly():
     """A solve's leaf on lanes is turned right-looking (schedule/lane_loops.py): row k
     divided by lane 0, then the rows below it updated by the lanes in turn -- a loop the
     prover shows carries no dependence -- with a __syncwarp before and after; no shuffle.
-    The same operations in the same order for every element: bit-exact in double."""
-    from polygpu.search.recursion_plans import recursion_plan
+    The same operations in the same order for every element: bit-exact in double.
+    (The column in shared memory, SOLVE_LEAF; in the lanes' registers, the default up to
+    128 rows: tests/test_lane_registers.py.)"""
+    from polygpu.search.recursion_plans import SOLVE_LEAF, recursion_plan
 
     sizes = {"m": 100, "n": 23}
     defines = ("DATA_TYPE=double",)
-    plan = recursion_plan(prepare(TRSM, defines=defines, params=sizes), sizes, 32)
+    plan = recursion_plan(prepare(TRSM, defines=defines, params=sizes), sizes, 32,
+                          leaf=SOLVE_LEAF)
     compiled = compile_region(TRSM, variant=plan.variant, params=sizes, defines=defines)
     leaves = [k for k in compiled.kernels if k.lanes > 1]
     assert leaves and all(k.lane_dims for k in leaves)

@@ -21,6 +21,9 @@ for case in "$@"; do
   r4b) tri r4b 150 --op trsm --sizes 4096 --rhs 512 --dtype float32 --stops 128 --leaves r32x8 32x8 ;;
   # double at 2048, stop 64
   rd) tri rd 150 --op trsm --sizes 2048 --rhs 512 --dtype float64 --stops 64 --leaves r32x8 32x8 ;;
+  # square (n = m), stop 64
+  rs2) tri rs2 150 --op trsm --sizes 2048 --dtype float32 --stops 64 --leaves r32x8 32x8 ;;
+  rs4) tri rs4 200 --op trsm --sizes 4096 --dtype float32 --stops 64 --leaves r32x8 32x8 ;;
   # 8192, stop 64 (the lanes' registers only)
   r8) tri r8 300 --op trsm --sizes 8192 --rhs 512 --dtype float32 --stops 64 --leaves r32x8 ;;
   esac

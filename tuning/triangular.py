@@ -68,7 +68,7 @@ from polygpu.search import plan_model  # noqa: E402
 from polygpu.search.recursion_plans import SOLVE_LEAF, recursion_plan  # noqa: E402
 from polygpu.search.runner import compile_cubins  # noqa: E402
 
-DEFAULT_LEAF = "x".join(str(x) for x in (SOLVE_LEAF.lanes, SOLVE_LEAF.tile[0]))
+DEFAULT_LEAF = "default"  # recursion_plans.solve_leaf: by the leaf's rows
 
 KERNELS = {"trmm": {"float32": str(ROOT / "kernels" / "trmm.c"),
                     "float64": str(ROOT / "kernels" / "polybench" / "trmm.c")},
@@ -91,15 +91,19 @@ def _defines(op: str, dtype: str) -> tuple[str, ...]:
     return ("DATA_TYPE=double",) if op == "trsm" and dtype == "float64" else ()
 
 
-def leaf_plan(text: str) -> Variant:
-    """A solve leaf's plan from ``--leaves``: ``LxC`` -- ``L`` lanes a column, ``C``
-    columns a block (``Variant.lanes``), with a suffix ``p``: its copies prefetched, ``d``:
+def leaf_plan(text: str) -> Variant | None:
+    """A solve leaf's plan from ``--leaves``: ``default`` -- the plan polygpu takes at the
+    stop size (``recursion_plans.solve_leaf``; None) -- or ``LxC`` -- ``L`` lanes a
+    column, ``C`` columns a block (``Variant.lanes``), the column in shared memory, with
+    a suffix ``p``: its copies prefetched, ``d``:
     and double-buffered -- or ``serial``: a thread a column, 32 a block, the rows' sums on
     that thread (the plan before lanes) -- or ``uC``: a thread a column, ``C`` a block,
     its column held in registers, the leaf unrolled whole and right-looking
     (``Variant.full_unroll``) -- or ``rLxC``: ``L`` lanes a column, ``C`` columns a
     block, the column spread over the lanes' registers, unrolled whole
     (codegen/lane_registers.py)."""
+    if text == DEFAULT_LEAF:
+        return None
     if text == "serial":
         return Variant(tile=(32,), threads=(32,))
     if text.startswith("u"):
@@ -503,10 +507,11 @@ def main(argv=None) -> int:
     p.add_argument("--no-default", dest="default", action="store_false",
                    help="skip the model's default plan (a solve's takes 0.07-0.5 s a run)")
     p.add_argument("--leaves", nargs="+", default=[DEFAULT_LEAF],
-                   help="a solve's leaf plans to time: LxC (L lanes a column, C columns "
+                   help="a solve's leaf plans to time: default (polygpu's at the stop "
+                        "size), LxC (L lanes a column, C columns "
                         "a block), rLxC (the same, the column in the lanes' registers, "
                         "the leaf unrolled), uC (a thread a column in registers, C a "
-                        "block, the leaf unrolled) or serial (a thread a column); default "
+                        "block, the leaf unrolled) or serial (a thread a column); default: "
                         f"{DEFAULT_LEAF}")
     p.add_argument("--build-only", metavar="FILE",
                    help="compile the plans and write them (pickled) to FILE, run nothing")

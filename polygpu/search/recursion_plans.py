@@ -21,11 +21,14 @@ tile.  Leaves, whose rows are parallel once they read a workspace
 (``recursion.snapshot_leaves``; the scheduler fuses each with the product after it), are
 planned like products; the workspace copies and other kernels (PolyBench trmm's scaling
 pass) take a wide row.  A leaf of one mapped dimension (a solve's: no workspace can be
-proven, its rows run in turn, a thread a column) runs each column on a group of lanes
-(``Variant.lanes``, :data:`SOLVE_LEAF`), right-looking: once a row is divided, the lanes
-update the rows below it -- a thread a column gave the GPU 16 warps for a 512-column
-leaf, 85-90 % of a recursive trsm's time.  Its plan is a measured one, not priced by the
-model (which does not see lanes).
+proven, its rows run in turn, a thread a column) runs each column on a warp's lanes
+(``Variant.lanes``), right-looking: once a row is divided, the lanes update the rows
+below it -- a thread a column gave the GPU 16 warps for a 512-column leaf, 85-90 % of a
+recursive trsm's time.  Up to :data:`REGISTER_ROWS` rows the column is spread over the
+lanes' registers (:data:`REGISTER_LEAF`, codegen/lane_registers.py: no shared memory in
+the chain), beyond in shared memory (:data:`SOLVE_LEAF`; unrolled whole, a longer leaf
+would copy its statements past ``thread_ast.MAX_UNROLLED``).  These plans are measured
+ones, not priced by the model (which does not see lanes).
 """
 
 from __future__ import annotations
@@ -50,6 +53,14 @@ OTHER = Variant(tile=(4, 128), threads=(4, 128))  # a kernel that is no piece
 # double-buffered (measured: tuning/results/NVIDIA-H200/triangular.md, 2026-12-02)
 SOLVE_LEAF = Variant(tile=(8,), threads=(8,), lanes=32, registers=False, prefetch=True,
                      double_buffer=True)
+# ... up to REGISTER_ROWS rows: the column spread over the warp's lanes in registers
+# (lane l holds rows l, l + 32, ...; the divided row shuffled to the others), the leaf
+# unrolled whole.  Measured on one H100 at 512 right-hand sides: a 64-row leaf 12.6 us
+# against SOLVE_LEAF's 17.8, a 128-row one 27.9 against 41.2; the solve at 4096 1.02x /
+# 1.08x cuBLAS at stops 64 / 128 (0.84x before)
+# (tuning/results/NVIDIA-H100-80GB-HBM3/triangular.md, 2026-12-08)
+REGISTER_LEAF = Variant(tile=(8,), threads=(8,), lanes=32, full_unroll=True, time_tile=0)
+REGISTER_ROWS = 128
 FLOAT_PRODUCTS = (
     Variant(tile=(128, 128), threads=(16, 16), jam=True, time_tile=16, unroll=4, chunk=4,
             prefetch=True),
@@ -98,13 +109,20 @@ def _fits(plan: Variant, extents: Sequence[int], steps: int) -> bool:
     return True
 
 
+def solve_leaf(stop: int) -> Variant:
+    """The plan of a solve's leaf of at most ``stop`` rows (module doc)."""
+    return REGISTER_LEAF if stop <= REGISTER_ROWS else SOLVE_LEAF
+
+
 def recursion_plan(prepared: Prepared, params: Mapping[str, int], stop: int,
-                   limits: Limits = SM_90, leaf: Variant = SOLVE_LEAF) -> RecursionPlan:
+                   limits: Limits = SM_90, leaf: Variant | None = None) -> RecursionPlan:
     """The recursion variant of ``prepared`` at ``params`` with leaves of at most
     ``stop`` rows, each product with the model's cheapest fitting mm plan (module doc),
-    each leaf whose rows run in turn with ``leaf``; PolygpuError where the region cannot
-    be split so."""
+    each leaf whose rows run in turn with ``leaf`` (default: :func:`solve_leaf`);
+    PolygpuError where the region cannot be split so."""
     from polygpu.search.plan_model import launch_costs, sketch
+
+    leaf = solve_leaf(stop) if leaf is None else leaf
 
     region = prepared.recursive(stop)
     kinds = piece_kinds(region)
