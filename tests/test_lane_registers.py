@@ -1,9 +1,11 @@
 """A thread's register copies spread over its lanes (``Variant.lanes`` with
 ``full_unroll``, codegen/lane_registers.py): a solve leaf's column in a warp's registers,
 each lane owning rows l, l + L, ...; the divided row reaching the other lanes by
-``__shfl_sync``.  Exact on the emulator at odd sizes and in every lane count, the code's
-shape asserted, ptxas's report free of local memory, and refusals where a statement
-would need another lane's element inside the loop the lanes share."""
+``__shfl_sync``.  Exact on the emulator at odd sizes and in several lane counts, the
+code's shape asserted, ptxas's report free of local memory.  (The emitter's refusals --
+a statement in the loop the lanes share that would need another lane's element -- are
+defensive and untested: no kernel of the catalog reaches them -- the prover's proof
+that the loop is lane-parallel already excludes most reads that would.)"""
 
 from __future__ import annotations
 
