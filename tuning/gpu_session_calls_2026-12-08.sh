@@ -24,7 +24,10 @@ for case in "$@"; do
   # square (n = m), stop 64
   rs2) tri rs2 150 --op trsm --sizes 2048 --dtype float32 --stops 64 --leaves r32x8 32x8 ;;
   rs4) tri rs4 200 --op trsm --sizes 4096 --dtype float32 --stops 64 --leaves r32x8 32x8 ;;
-  # 8192, stop 64 (the lanes' registers only)
+  # 8192, stop 64 (the lanes' registers only; 8 minutes to build)
   r8) tri r8 300 --op trsm --sizes 8192 --rhs 512 --dtype float32 --stops 64 --leaves r32x8 ;;
+  # (not run yet) 8192 at stop 128 with polygpu's default leaf (REGISTER_LEAF there),
+  # the stop that won at 4096
+  r8b) tri r8b 300 --op trsm --sizes 8192 --rhs 512 --dtype float32 --stops 128 --leaves default ;;
   esac
 done
