@@ -150,3 +150,17 @@ def test_the_model_spreads_a_leaf_of_up_to_128_rows_over_the_lanes_registers():
         leaves = [o for o in plan.variant.to_json()["kernels"].values() if o.get("lanes")]
         assert leaves and all(o.get("full_unroll", False) == leaf.full_unroll and
                               o.get("registers", True) == leaf.registers for o in leaves)
+
+
+def test_a_lanes_share_of_a_spread_copy_is_its_slots_times_the_other_extents():
+    """The register budget (MAX_REGISTERS elements a thread) counts what one lane holds:
+    a 40 x 100 copy on 32 lanes spreads its 100 (the longest dimension) as 4 slots, 160
+    elements a lane -- over budget although 4 000 / 32 would fit."""
+    from polygpu.memory.footprints import Box
+    from polygpu.memory.placement import MAX_REGISTERS, _lane_dimension, _lane_size
+
+    box = Box(base=(), stride=(1, 1), extents=(40, 100))
+    assert _lane_dimension(box) == 1
+    assert _lane_size(box, 32) == 160 > MAX_REGISTERS >= box.size // 32
+    assert _lane_size(Box(base=(), stride=(1, 1), extents=(64, 1)), 32) == 2
+    assert _lane_size(box, 1) == 4000

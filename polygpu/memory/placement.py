@@ -223,6 +223,15 @@ def _lane_dimension(box: Box) -> int:
     return max(range(len(box.extents)), key=lambda d: (box.extents[d], -d))
 
 
+def _lane_size(box: Box, lanes: int) -> int:
+    """The elements one lane of a copy of ``box`` holds: all of them, or spread over
+    ``lanes`` along :func:`_lane_dimension` (its slots times the other extents)."""
+    if lanes == 1:
+        return box.size
+    d = _lane_dimension(box)
+    return -(-box.extents[d] // lanes) * (box.size // box.extents[d])
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where one reference's data is accessed from in the emitted code."""
@@ -869,7 +878,7 @@ def plan_memory(an: Analysis, tr: Transformation, kernels: tuple[TiledKernel, ..
                 if lanes > 1 and box is not None and (
                         atomic or box.stride[_lane_dimension(box)] != 1 or box.chunk):
                     box = None  # (lanes own elements of a plain dimension)
-                if box is not None and box.size <= MAX_REGISTERS * lanes and (
+                if box is not None and _lane_size(box, lanes) <= MAX_REGISTERS and (
                         box.size == 1 or kernel.unroll_dims or kernel.unrolled):
                     if not atomic and exact_flow:  # the live copies only (liveness.py)
                         reads = live_in_reads(an, kernel, array.name, only) \
