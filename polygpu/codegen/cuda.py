@@ -349,7 +349,7 @@ class Emitter:
         if call.get_op_arg(0).get_id().get_name() not in self.statements:
             return [None]
         stmt, printer, _ = self._printer(call)
-        return [lane_registers.view_of(printer, stmt.body.target)]
+        return [printer.view(stmt.body.target)]
 
     def _spread_statement(self, stmt, printer: Printer, body: ir.Assign) -> cgen.Generable:
         """Statement ``body`` on spread copies (:mod:`polygpu.codegen.lane_registers`):
@@ -361,7 +361,7 @@ class Emitter:
         reads = [r for r in ir.reads(body.value) if lane_registers.spread(printer, r)]
         if self._in_lane_loop:
             own = spread_target and lane_registers.subscripts(printer, target)[
-                lane_registers.view_of(printer, target).lane_dim] == self._slot[0]
+                printer.view(target).lane_dim] == self._slot[0]
             if spread_target and not own or \
                     any(not (own and same_reference(r, target)) for r in reads):
                 raise PolygpuError(
@@ -397,8 +397,8 @@ class Emitter:
             return []
         stmt, printer, _ = self._printer(call)
         # (spread copies: another lane's element, fetched from its owner)
-        refs = invariant_reads.hoistable(stmt, printer, it, lane_registers.spread) \
-            if self.spread else invariant_reads.hoistable(stmt, printer, it)
+        refs = invariant_reads.hoistable(stmt, printer, it,
+                                         lane_registers.spread if self.spread else None)
         names = [(r, f"{invariant_reads.PREFIX}{k}") for k, r in enumerate(refs)]
         self._hoisted = {name: names}
         return [cgen.Statement(f"const {_c_type(self.scop.array(r.array).dtype)} {reg} = "

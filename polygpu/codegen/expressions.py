@@ -265,14 +265,19 @@ class Printer:
 
     # ---- values ------------------------------------------------------------
 
+    def view(self, r: ir.ArrayRef | ir.ScalarRef) -> BufferView | None:
+        """The buffer ``r`` prints through: its reference group's, else its array's
+        (None: global or constant memory, or a scalar)."""
+        if not isinstance(r, ir.ArrayRef):
+            return None
+        return self.ref_buffers.get((r.array, tuple(r.index))) or self.buffers.get(r.array)
+
     def ref(self, r: ir.ArrayRef | ir.ScalarRef) -> str:
         if isinstance(r, ir.ScalarRef):
             return temporary_name(r.name) if r.name in self.temporaries else r.name
-        grouped = self.ref_buffers.get((r.array, tuple(r.index))) if self.ref_buffers else None
-        if grouped is not None:
-            return grouped.subscript([self.int_expr(e) for e in r.index])
-        if r.array in self.buffers:
-            return self.buffers[r.array].subscript([self.int_expr(e) for e in r.index])
+        view = self.view(r)
+        if view is not None:
+            return view.subscript([self.int_expr(e) for e in r.index])
         name = constant_name(r.array) if r.array in self.constants else r.array
         return f"{name}[{self.flat_index(r.array, [self.int_expr(e) for e in r.index])}]"
 

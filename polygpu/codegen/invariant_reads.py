@@ -74,8 +74,7 @@ def hoistable(stmt: Statement, printer, iterator: str, where=None) -> list[ir.Ar
 
 def _shared(printer, ref: ir.ArrayRef) -> bool:
     """Whether ``printer`` prints ``ref`` through a shared (or resident) buffer."""
-    view = printer.ref_buffers.get((ref.array, tuple(ref.index))) \
-        or printer.buffers.get(ref.array)
+    view = printer.view(ref)
     return view is not None and not view.name.endswith(REGISTER_SUFFIX)
 
 

@@ -35,7 +35,7 @@ indices are constants and the copies stay in registers.
 
 from __future__ import annotations
 
-from polygpu.codegen.expressions import BufferView, Printer
+from polygpu.codegen.expressions import Printer
 from polygpu.frontend import ir
 
 SLOT = "pg_slot"  # the slot loop's iterator in the loop the lanes share
@@ -43,17 +43,9 @@ FIRST = "pg_first"  # that loop's first iteration
 FETCHED = "pg_lane_value"  # another lane's element a statement reads, fetched
 
 
-def view_of(printer: Printer, ref: ir.ArrayRef | ir.ScalarRef) -> BufferView | None:
-    """The buffer view ``printer`` prints ``ref`` through (None: none)."""
-    if not isinstance(ref, ir.ArrayRef):
-        return None
-    return printer.ref_buffers.get((ref.array, tuple(ref.index))) or \
-        printer.buffers.get(ref.array)
-
-
 def spread(printer: Printer, ref: ir.ArrayRef | ir.ScalarRef) -> bool:
     """Whether ``printer`` prints ``ref`` into a copy spread over the lanes."""
-    view = view_of(printer, ref)
+    view = printer.view(ref)
     return view is not None and view.lanes > 1
 
 
@@ -64,7 +56,7 @@ def subscripts(printer: Printer, ref: ir.ArrayRef) -> list[str]:
 def shuffle(printer: Printer, ref: ir.ArrayRef, mask: str) -> str:
     """C: element ``ref`` of a spread copy, fetched from the lane that owns it (every
     lane of the group must run it)."""
-    view = view_of(printer, ref)
+    view = printer.view(ref)
     subs = subscripts(printer, ref)
     return (f"__shfl_sync({mask}, {view.subscript(subs)}, {view.owner(subs)}, "
             f"{view.lanes})")
@@ -72,4 +64,4 @@ def shuffle(printer: Printer, ref: ir.ArrayRef, mask: str) -> str:
 
 def owner(printer: Printer, ref: ir.ArrayRef) -> str:
     """C: the lane that owns element ``ref`` of a spread copy."""
-    return view_of(printer, ref).owner(subscripts(printer, ref))
+    return printer.view(ref).owner(subscripts(printer, ref))
