@@ -27,10 +27,25 @@ def _leaf_code(source: str, index: int) -> str:
         rf"void (__launch_bounds__\(\d+\) )?trsm\w*_kernel{index}(_whole|_partial)?\(", c))
 
 
-def _recursive(spec: str, sizes: dict, stop: int, defines=()):
+def _recursive(spec: str, sizes: dict, stop: int, defines=(), leaf: Variant = LEAF):
     plan = recursion_plan(prepare(spec, defines=defines, params=sizes), sizes, stop,
-                          leaf=LEAF)
+                          leaf=leaf)
     return compile_region(spec, variant=plan.variant, params=sizes, defines=defines)
+
+
+def _ptxas_report(tmp_path, source: str, index: int) -> str:
+    """ptxas's line on kernel ``index`` of ``source`` (stack frame, spills), compiled
+    for sm_90 (the compile must succeed)."""
+    src = tmp_path / "trsm.cu"
+    src.write_text(source)
+    done = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", "-Xptxas", "-v",
+                           str(src), "-o", str(tmp_path / "trsm.cubin")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    report = re.search(rf"Function properties for _Z\d+trsm_kernel{index}i\w*\n(.*)",
+                       done.stderr)
+    assert report, done.stderr
+    return report.group(1)
 
 
 @pytest.mark.parametrize(("m", "stop"), [(100, 32), (37, 16)])
@@ -112,14 +127,6 @@ def test_nvcc_unrolls_a_leaf_into_registers(tmp_path):
     """ptxas's report: the 64-row leaf's column in registers, no local memory."""
     compiled = _recursive(TRSM, {"m": 256, "n": 512}, 64)
     (leaf, *_) = [k for k in compiled.kernels if k.unrolled]
-    src = tmp_path / "trsm.cu"
-    src.write_text(compiled.program.source)
-    done = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", "-Xptxas", "-v",
-                           str(src), "-o", str(tmp_path / "trsm.cubin")],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    report = re.search(rf"Function properties for _Z\d+trsm_kernel{leaf.index}i\w*\n(.*)",
-                       done.stderr)
-    assert report, done.stderr
-    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in \
-        report.group(1), report.group(1)
+    report = _ptxas_report(tmp_path, compiled.program.source, leaf.index)
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, \
+        report

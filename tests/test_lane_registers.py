@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from dataclasses import replace
 
 import pytest
@@ -20,6 +19,8 @@ from polygpu.pipeline import compile_region, prepare
 from polygpu.runtime.check import check_program
 from polygpu.schedule.variant import Variant
 from polygpu.search.recursion_plans import recursion_plan
+from tests.test_full_unroll import _leaf_code as _code
+from tests.test_full_unroll import _ptxas_report, _recursive
 
 TRSM = "kernels/trsm.c"
 TRSM_UPPER = "kernels/trsm_upper.c"
@@ -31,17 +32,6 @@ def _leaf(lanes: int, columns: int = 8) -> Variant:
                    time_tile=0)
 
 
-def _recursive(spec: str, sizes: dict, stop: int, leaf: Variant, defines=()):
-    plan = recursion_plan(prepare(spec, defines=defines, params=sizes), sizes, stop,
-                          leaf=leaf)
-    return compile_region(spec, variant=plan.variant, params=sizes, defines=defines)
-
-
-def _code(source: str, index: int) -> str:
-    return "".join(c for c in source.split("\n}\n") if re.search(
-        rf"void (__launch_bounds__\(\d+\) )?trsm\w*_kernel{index}(_whole|_partial)?\(", c))
-
-
 @pytest.mark.parametrize(("m", "stop", "lanes"), [(100, 32, 32), (37, 16, 8), (100, 64, 16)])
 def test_a_leafs_column_is_spread_over_the_lanes_registers_and_exact(m, stop, lanes):
     """Each leaf: the column in ``b_reg`` of ceil(stop / lanes) slots a lane, its
@@ -50,7 +40,7 @@ def test_a_leafs_column_is_spread_over_the_lanes_registers_and_exact(m, stop, la
     __syncwarp.  Bit-exact in double at odd sizes (the loop nest's operations, in its
     order per element)."""
     sizes = {"m": m, "n": 23}
-    compiled = _recursive(TRSM, sizes, stop, _leaf(lanes), DOUBLE)
+    compiled = _recursive(TRSM, sizes, stop, DOUBLE, leaf=_leaf(lanes))
     leaves = [k for k in compiled.kernels if k.unrolled]
     assert len(leaves) == -(-m // stop) and all(k.lanes == lanes for k in leaves)
     for k in leaves:
@@ -72,7 +62,7 @@ def test_a_leafs_column_is_spread_over_the_lanes_registers_and_exact(m, stop, la
 def test_the_spread_leaf_computes_what_the_lanes_leaf_does_in_float():
     sizes = {"m": 77, "n": 19}
     for leaf in (_leaf(32, 4), _leaf(4, 2)):
-        compiled = _recursive(TRSM, sizes, 32, leaf)
+        compiled = _recursive(TRSM, sizes, 32, leaf=leaf)
         result = check_program(compiled.program, compiled.source_scop, TRSM, sizes, seed=2)
         assert result.ok, result.message
 
@@ -82,7 +72,7 @@ def test_a_backward_solve_fetches_each_remote_row_and_is_exact():
     is shared, every update runs on its row's owner with the other row's element
     shuffled in first -- slow, but exact."""
     sizes = {"m": 100, "n": 23}
-    compiled = _recursive(TRSM_UPPER, sizes, 32, _leaf(8))
+    compiled = _recursive(TRSM_UPPER, sizes, 32, leaf=_leaf(8))
     leaves = [k for k in compiled.kernels if k.unrolled]
     assert leaves and not any(k.lane_dims for k in leaves)
     for k in leaves:
@@ -109,7 +99,7 @@ def test_any_kernel_on_lanes_with_spread_registers_is_exact(spec, sizes, variant
 
 def test_the_memory_plan_says_how_a_copy_is_spread():
     sizes = {"m": 100, "n": 23}
-    compiled = _recursive(TRSM, sizes, 64, _leaf(32))
+    compiled = _recursive(TRSM, sizes, 64, leaf=_leaf(32))
     (leaf, *_) = [k for k in compiled.kernels if k.unrolled]
     (copy,) = [b for b in compiled.memory.buffers_of(leaf.index) if b.space == "register"]
     assert (copy.lanes, copy.lane_dimension, copy.row_extents) == (32, 0, (2, 1))
@@ -121,19 +111,11 @@ def test_nvcc_keeps_the_spread_column_in_registers(tmp_path):
     """ptxas's report: a 64-row leaf at 512 columns on 32 and on 8 lanes, no local
     memory (every slot index a constant of the unrolled loops)."""
     for lanes in (32, 8):
-        compiled = _recursive(TRSM, {"m": 256, "n": 512}, 64, _leaf(lanes))
+        compiled = _recursive(TRSM, {"m": 256, "n": 512}, 64, leaf=_leaf(lanes))
         (leaf, *_) = [k for k in compiled.kernels if k.unrolled]
-        src = tmp_path / "trsm.cu"
-        src.write_text(compiled.program.source)
-        done = subprocess.run(["nvcc", "-arch=sm_90", "-std=c++17", "-cubin", "-Xptxas",
-                               "-v", str(src), "-o", str(tmp_path / "trsm.cubin")],
-                              capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-        report = re.search(rf"Function properties for _Z\d+trsm_kernel{leaf.index}i\w*\n"
-                           r"(.*)", done.stderr)
-        assert report, done.stderr
+        report = _ptxas_report(tmp_path, compiled.program.source, leaf.index)
         assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in \
-            report.group(1), report.group(1)
+            report, report
 
 
 def test_the_model_spreads_a_leaf_of_up_to_128_rows_over_the_lanes_registers():
